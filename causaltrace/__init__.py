@@ -1,0 +1,87 @@
+"""causaltrace: diagnostic environments built from structural causal models.
+
+A domain declares a structural causal model over a panel of segments x time, with intervention
+points (root causes). The engine samples a hidden intervention, simulates the factual world and
+its counterfactual with the same exogenous noise, and keeps the oracle label apart from what an
+analyst sees. This module stays light on purpose: pgmpy, matplotlib, DuckDB and pandas are
+imported only by the functions that need them.
+"""
+
+from causaltrace.domain import Domain, DomainError, available_domains, load_domain
+from causaltrace.errors import (
+    CausalTraceError,
+    CycleError,
+    GraphError,
+    InterventionError,
+    MechanismError,
+    PanelError,
+    SliceError,
+)
+from causaltrace.intervention_points import (
+    InterventionDraw,
+    InterventionPoint,
+    InterventionPrior,
+    candidate_slices,
+)
+from causaltrace.interventions import Do, Intervention, Replace, Scale, Shift
+from causaltrace.node import Constant, Exogenous, Linear, Mechanism, Node
+from causaltrace.noise import NoiseSpec, NoiseStreams, NoNoise, Normal, Uniform
+from causaltrace.panel import Dimension, Panel, TimeAxis
+from causaltrace.profiles import Decay, Pulse, Ramp, Step, Window
+from causaltrace.scm import SCM, Independence
+from causaltrace.simulate import World, Worlds, sample, simulate
+from causaltrace.slices import WHOLE_PANEL, Slice, enumerate_slices, parse_slice
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "SCM",
+    "CausalTraceError",
+    "Domain",
+    "DomainError",
+    "available_domains",
+    "load_domain",
+    "Constant",
+    "CycleError",
+    "Decay",
+    "Dimension",
+    "Do",
+    "Exogenous",
+    "GraphError",
+    "Independence",
+    "Intervention",
+    "InterventionDraw",
+    "InterventionError",
+    "InterventionPoint",
+    "InterventionPrior",
+    "Linear",
+    "Mechanism",
+    "MechanismError",
+    "NoNoise",
+    "Node",
+    "NoiseSpec",
+    "NoiseStreams",
+    "Normal",
+    "Panel",
+    "PanelError",
+    "Pulse",
+    "Ramp",
+    "Replace",
+    "Scale",
+    "Shift",
+    "Slice",
+    "SliceError",
+    "Step",
+    "TimeAxis",
+    "Uniform",
+    "WHOLE_PANEL",
+    "Window",
+    "World",
+    "Worlds",
+    "__version__",
+    "candidate_slices",
+    "enumerate_slices",
+    "parse_slice",
+    "sample",
+    "simulate",
+]

@@ -1,0 +1,5 @@
+import sys
+
+from causaltrace.cli import main
+
+sys.exit(main())

@@ -1,0 +1,40 @@
+"""Exceptions raised by the engine.
+
+Every error names the culprit (a node, a dimension, a level, a config key) so that a user
+reading a traceback from deep inside a generation run knows what to fix without a debugger.
+"""
+
+from __future__ import annotations
+
+
+class CausalTraceError(Exception):
+    """Base class of every error the engine raises on bad input."""
+
+
+class GraphError(CausalTraceError):
+    """The causal graph is malformed: a cycle, an unknown parent, a duplicate node."""
+
+
+class CycleError(GraphError):
+    """The graph has a directed cycle; ``cycle`` lists its nodes in order."""
+
+    def __init__(self, cycle: list[str]):
+        self.cycle = list(cycle)
+        path = " -> ".join([*self.cycle, self.cycle[0]])
+        super().__init__(f"the causal graph has a cycle: {path}")
+
+
+class MechanismError(CausalTraceError):
+    """A mechanism raised, or returned an array of the wrong shape or dtype."""
+
+
+class PanelError(CausalTraceError):
+    """A panel, dimension or level is malformed or unknown."""
+
+
+class SliceError(PanelError):
+    """A slice names an unknown dimension or level, or is malformed."""
+
+
+class InterventionError(CausalTraceError):
+    """An intervention targets an unknown node or has invalid parameters."""

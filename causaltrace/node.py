@@ -1,0 +1,106 @@
+"""Nodes and mechanisms.
+
+A node is a name, its parents, a mechanism and its exogenous noise (DoWhy ``gcm``'s "a causal
+model is a graph plus one mechanism per node"). A mechanism is a pure, vectorized function:
+
+    mechanism(parents: Mapping[str, ndarray], noise: ndarray | None, panel: Panel) -> ndarray
+
+returning an array of shape ``panel.shape == (n_cells, n_time)``. It sees the whole panel, so it
+may work along time (lags, cumulative sums) and across cells (shares, budget reallocation through
+``panel.group_sum``). Parent arrays are read-only: factual and counterfactual worlds share them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from causaltrace.errors import GraphError
+from causaltrace.noise import NoiseSpec, NoNoise
+from causaltrace.panel import Panel
+
+Mechanism = Callable[[Mapping[str, np.ndarray], "np.ndarray | None", Panel], np.ndarray]
+
+
+@dataclass(frozen=True)
+class Node:
+    """One variable of a structural causal model, evaluated over the whole panel."""
+
+    name: str
+    mechanism: Mechanism
+    parents: tuple[str, ...] = ()
+    noise: NoiseSpec = field(default_factory=NoNoise)
+    observed: bool = True
+    dtype: Any = np.float64
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise GraphError(f"a node name must be a non-empty string, got {self.name!r}")
+        parents = (self.parents,) if isinstance(self.parents, str) else tuple(self.parents)
+        object.__setattr__(self, "parents", parents)
+        object.__setattr__(self, "dtype", np.dtype(self.dtype))
+        if len(set(parents)) != len(parents):
+            raise GraphError(f"node {self.name!r} lists a parent twice: {list(parents)}")
+        if self.name in parents:
+            raise GraphError(f"node {self.name!r} lists itself as a parent (a cycle of length 1)")
+        if not callable(self.mechanism):
+            raise GraphError(f"node {self.name!r}: mechanism {self.mechanism!r} is not callable")
+
+
+# ---------------------------------------------------------------------------------------------
+# Built-in mechanisms: frozen dataclasses, so they compare, hash and pickle (worker processes).
+
+
+@dataclass(frozen=True)
+class Exogenous:
+    """The node's value is its noise (a root variable)."""
+
+    def __call__(
+        self, parents: Mapping[str, np.ndarray], noise: np.ndarray | None, panel: Panel
+    ) -> np.ndarray:
+        if noise is None:
+            raise ValueError("Exogenous mechanism needs a noise spec on its node")
+        return noise
+
+
+@dataclass(frozen=True)
+class Constant:
+    """A constant over the panel (or a per-cell / per-time array broadcast to it)."""
+
+    value: float | np.ndarray = 0.0
+    dtype: Any = np.float64
+
+    def __call__(self, parents, noise, panel: Panel) -> np.ndarray:
+        return np.broadcast_to(np.asarray(self.value, dtype=self.dtype), panel.shape).copy()
+
+
+@dataclass(frozen=True)
+class Linear:
+    """``intercept + sum(weight * parent) + noise``: the additive-noise linear mechanism."""
+
+    weights: tuple[tuple[str, float], ...] = ()
+    intercept: float = 0.0
+
+    @classmethod
+    def of(cls, intercept: float = 0.0, **weights: float) -> Linear:
+        return cls(tuple(weights.items()), intercept)
+
+    def __call__(
+        self, parents: Mapping[str, np.ndarray], noise: np.ndarray | None, panel: Panel
+    ) -> np.ndarray:
+        # The first product allocates the output; everything else accumulates in place.
+        out = np.full(panel.shape, float(self.intercept)) if not self.weights else None
+        for name, weight in self.weights:
+            if out is None:
+                out = parents[name] * weight
+            else:
+                out += parents[name] * weight
+        if noise is not None:
+            out += noise
+        if self.intercept and self.weights:
+            out += self.intercept
+        return out

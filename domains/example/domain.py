@@ -1,0 +1,105 @@
+"""The example web-shop domain: SCM, panel and intervention points."""
+
+from __future__ import annotations
+
+from causaltrace import (
+    SCM,
+    Constant,
+    Dimension,
+    Domain,
+    InterventionPoint,
+    InterventionPrior,
+    Node,
+    Panel,
+    Ramp,
+    Scale,
+    Step,
+    TimeAxis,
+    Uniform,
+)
+from domains.example.mechanisms import BinomialThin, ChannelRate, Demand, PoissonCount
+
+CHANNELS = ("search", "social", "email")
+REGIONS = ("north", "south", "east", "west")
+SLICE_DIMS = (("channel",), ("region",), ("channel", "region"))
+
+
+class ExampleDomain(Domain):
+    """Visits -> orders -> tracked orders, by channel x region x day."""
+
+    name = "example"
+
+    def build_scm(self) -> SCM:
+        cfg = self.config
+        panel = Panel.cross(
+            [Dimension("channel", CHANNELS), Dimension("region", REGIONS)],
+            TimeAxis(cfg.get("start", "2026-01-05"), int(cfg.get("days", 56)), "D"),
+        )
+        nodes = [
+            Node(
+                "demand",
+                Demand((400.0, 250.0, 80.0)),
+                noise=Uniform(),
+                observed=False,
+                description="expected visits",
+            ),
+            Node(
+                "visits",
+                PoissonCount("demand"),
+                parents=("demand",),
+                noise=Uniform(),
+                dtype="int64",
+            ),
+            Node(
+                "checkout_rate", ChannelRate((0.03, 0.015, 0.06)), noise=Uniform(), observed=False
+            ),
+            Node(
+                "orders",
+                BinomialThin("visits", "checkout_rate"),
+                parents=("visits", "checkout_rate"),
+                noise=Uniform(),
+                dtype="int64",
+            ),
+            Node("tag_fire_rate", Constant(0.97), observed=False),
+            Node(
+                "tracked_orders",
+                BinomialThin("orders", "tag_fire_rate"),
+                parents=("orders", "tag_fire_rate"),
+                noise=Uniform(),
+                dtype="int64",
+            ),
+        ]
+        onset = (panel.n_time - 21, panel.n_time - 7)
+        profiles = (Step(), Ramp(3))
+
+        def scale_down(node: str):
+            return lambda d: [Scale(node, where=d.slice, window=d.window, factor=1 - d.strength)]
+
+        points = [
+            InterventionPoint(
+                "TRAFFIC_DROP",
+                scale_down("demand"),
+                InterventionPrior(strength=(0.15, 0.4), onset=onset, profiles=profiles),
+                "fewer people arrive, on every channel and region",
+                {"group": "site-wide"},
+            ),
+            InterventionPoint(
+                "CHECKOUT_BUG",
+                scale_down("checkout_rate"),
+                InterventionPrior(
+                    slice_dims=SLICE_DIMS, strength=(0.3, 0.8), onset=onset, profiles=profiles
+                ),
+                "checkout breaks for some visitors: real orders fall",
+                {"group": "segment-specific", "confusers": ("TRACKING_LOSS",)},
+            ),
+            InterventionPoint(
+                "TRACKING_LOSS",
+                scale_down("tag_fire_rate"),
+                InterventionPrior(
+                    slice_dims=SLICE_DIMS, strength=(0.3, 0.8), onset=onset, profiles=profiles
+                ),
+                "the order tag stops firing for some visitors: only tracked orders fall",
+                {"group": "segment-specific", "confusers": ("CHECKOUT_BUG",)},
+            ),
+        ]
+        return SCM(nodes, panel, points, name="example-webshop")
