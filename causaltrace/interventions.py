@@ -113,7 +113,8 @@ class IntervenedMechanism:
             return value
         target = np.asarray(self.intervention.target(value, parents, noise, panel))
         target = np.broadcast_to(target, value.shape)
-        blended = value + w * (target - value)
+        # Full weight takes the target exactly (a hard do), not value + (target - value).
+        blended = np.where(w >= 1.0, target, value + w * (target - value))
         if value.dtype.kind in "iu":
             blended = np.rint(blended)
         # Cells outside the slice and window keep the original value bit for bit.

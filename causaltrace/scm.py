@@ -151,9 +151,9 @@ class SCM:
         """The graph as a ``pgmpy.base.DAG`` with latent nodes marked (imports pgmpy)."""
         from pgmpy.base import DAG
 
-        dag = DAG(latents=set(self.latent))
-        dag.add_nodes_from(self.order)
-        dag.add_edges_from(self._graph.edges())
+        dag = DAG(ebunch=list(self._graph.edges()))
+        dag.add_nodes_from(self.order)  # isolated nodes too
+        dag.latents = set(self.latent)
         return dag
 
     def draw(self, path: str, *, title: str | None = None, highlight: Iterable[str] = ()) -> str:
