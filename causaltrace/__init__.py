@@ -7,7 +7,7 @@ analyst sees. This module stays light on purpose: pgmpy, matplotlib, DuckDB and 
 imported only by the functions that need them.
 """
 
-from causaltrace.domain import Domain, DomainError, available_domains, load_domain
+from causaltrace.domain import Background, Domain, DomainError, available_domains, load_domain
 from causaltrace.errors import (
     CausalTraceError,
     CycleError,
@@ -36,6 +36,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "SCM",
+    "Background",
     "CausalTraceError",
     "Domain",
     "DomainError",

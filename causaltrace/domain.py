@@ -10,11 +10,20 @@ from __future__ import annotations
 import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from importlib.metadata import entry_points
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
 
 from causaltrace.errors import CausalTraceError
+from causaltrace.intervention_points import InterventionDraw
+from causaltrace.interventions import Intervention
 from causaltrace.scm import SCM
+from causaltrace.simulate import World
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
 
 ENTRY_POINT_GROUP = "causaltrace.domains"
 
@@ -23,12 +32,29 @@ class DomainError(CausalTraceError):
     """A domain could not be found or configured."""
 
 
+@dataclass(frozen=True)
+class Background:
+    """What happens in an episode regardless of its cause, in both worlds.
+
+    ``interventions`` are harmless or sub-threshold changes (decoy edits the account made,
+    small concurrent shifts) applied to the factual *and* the counterfactual world, so they are
+    confounders the agent must see through, not part of the label. ``notes`` carries what the
+    renderer needs to show them (e.g. the change-history rows of decoy edits).
+    """
+
+    interventions: tuple[Intervention, ...] = ()
+    notes: Mapping[str, Any] = field(default_factory=dict)
+
+
 class Domain(ABC):
     """Base class of a diagnostic domain.
 
     Subclasses set ``name`` and implement :meth:`build_scm`; ``config`` is the domain's
-    (Hydra) configuration as a plain mapping. Later stages of the pipeline (rendering tables,
-    verification statistics, prompts) are further hooks on this class.
+    (Hydra) configuration as a plain mapping. The other hooks turn simulated worlds into what an
+    analyst sees: :meth:`background` (decoys common to both worlds), :meth:`render` (the
+    agent-visible tables), :meth:`task_prompt`, :meth:`data_dictionary`, and :meth:`kpi_totals`
+    (the KPIs whose counterfactual effect an oracle label records). Every hook receives an
+    explicit ``numpy.random.Generator`` where it needs randomness.
     """
 
     name: ClassVar[str] = ""
@@ -47,6 +73,33 @@ class Domain(ABC):
         if self._scm is None:
             self._scm = self.build_scm()
         return self._scm
+
+    def cause_group(self, cause: str) -> str:
+        """The group a cause belongs to (its intervention point's ``metadata["group"]``)."""
+        return str(self.scm.point(cause).metadata.get("group", ""))
+
+    def background(self, rng: np.random.Generator) -> Background:
+        """Decoys and concurrent sub-threshold shifts for one episode (default: none)."""
+        return Background()
+
+    def render(
+        self, world: World, draw: InterventionDraw, background: Background, rng: np.random.Generator
+    ) -> dict[str, pd.DataFrame]:
+        """The agent-visible tables of ``world``. ``draw`` may be used only to show what the
+        account itself did (e.g. a budget edit in the change history), never to label data."""
+        raise NotImplementedError(f"domain {self.name!r} does not render tables")
+
+    def data_dictionary(self) -> dict[str, dict[str, str]]:
+        """Table -> column -> meaning, shown to the agent."""
+        return {}
+
+    def task_prompt(self, tables: Mapping[str, pd.DataFrame]) -> str:
+        """The task as the agent reads it, computed from the agent-visible tables only."""
+        raise NotImplementedError(f"domain {self.name!r} does not write prompts")
+
+    def kpi_totals(self, world: World, mask: np.ndarray, onset: int) -> dict[str, float]:
+        """KPI totals over the cells in ``mask`` from step ``onset`` on (for oracle labels)."""
+        return {}
 
 
 def available_domains() -> dict[str, str]:

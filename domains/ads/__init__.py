@@ -1,0 +1,5 @@
+"""The digital-advertising domain (see docs/domain-ads.md)."""
+
+from domains.ads.domain import AdsDomain
+
+__all__ = ["AdsDomain"]

@@ -1,0 +1,312 @@
+"""The twelve root causes of the ads domain, as intervention points of its SCM.
+
+Each cause names the mechanism it intervenes on, the prior over its slice, strength, onset and
+profile, the channels its signal enters through, and the causes it is most easily confused with
+(see docs/domain-ads.md for each cause's signature and how it is told apart).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from causaltrace import (
+    Do,
+    InterventionDraw,
+    InterventionPoint,
+    InterventionPrior,
+    Ramp,
+    Replace,
+    Scale,
+    Step,
+)
+from domains.ads import mechanisms as m
+
+CAMPAIGN_WIDE = "campaign-wide"
+SEGMENT_MIX = "segment-mix"
+SEGMENT_SPECIFIC = "segment-specific"
+NO_SIGNAL = "no-signal"
+GROUPS = (CAMPAIGN_WIDE, SEGMENT_MIX, SEGMENT_SPECIFIC, NO_SIGNAL)
+
+
+@dataclass(frozen=True)
+class CauseSpec:
+    """What the domain declares about a cause besides its intervention."""
+
+    name: str
+    group: str
+    description: str
+    channels: tuple[str, ...]
+    confusers: tuple[str, ...]
+    account_change: str | None = None  # the change-history edit the account made, if any
+
+
+CAUSES: dict[str, CauseSpec] = {
+    c.name: c
+    for c in (
+        CauseSpec(
+            "BUDGET_CAP",
+            CAMPAIGN_WIDE,
+            "daily budgets were cut; campaigns stop serving once the budget is spent",
+            ("volume",),
+            ("DEMAND_SHIFT", "COMPETITIVE_PRESSURE"),
+            "budget",
+        ),
+        CauseSpec(
+            "COMPETITIVE_PRESSURE",
+            CAMPAIGN_WIDE,
+            "competitors bid up: CPCs rise and more impressions are lost on ad rank",
+            ("volume", "rate"),
+            ("BUDGET_CAP", "DEMAND_SHIFT"),
+        ),
+        CauseSpec(
+            "DEMAND_SHIFT",
+            CAMPAIGN_WIDE,
+            "fewer people search or browse: auctions fall while share and rates hold",
+            ("volume",),
+            ("BUDGET_CAP", "COMPETITIVE_PRESSURE"),
+        ),
+        CauseSpec(
+            "TARGETING_EXPANSION",
+            SEGMENT_MIX,
+            "targeting was widened to a low-intent segment, whose share of traffic grows",
+            ("mix", "rate"),
+            ("BID_MODIFIER_CHANGE", "PLACEMENT_SHIFT"),
+            "targeting",
+        ),
+        CauseSpec(
+            "PLACEMENT_SHIFT",
+            SEGMENT_MIX,
+            "automatic placement moved volume to a cheap, low-converting placement",
+            ("mix",),
+            ("TARGETING_EXPANSION", "INVALID_TRAFFIC"),
+        ),
+        CauseSpec(
+            "BID_MODIFIER_CHANGE",
+            SEGMENT_MIX,
+            "a bid adjustment on a device, geo or audience changed that segment's share",
+            ("mix", "rate"),
+            ("TARGETING_EXPANSION", "COMPETITIVE_PRESSURE"),
+            "bid_modifier",
+        ),
+        CauseSpec(
+            "CREATIVE_FATIGUE",
+            SEGMENT_SPECIFIC,
+            "an ad wears out: its CTR decays as its audience sees it again and again",
+            ("rate",),
+            ("AD_DISAPPROVAL", "DEMAND_SHIFT"),
+        ),
+        CauseSpec(
+            "TRACKING_OUTAGE",
+            SEGMENT_SPECIFIC,
+            "the conversion tag stops firing for some users; real orders are unchanged",
+            ("rate",),
+            ("LANDING_PAGE_BREAK", "NO_ANOMALY"),
+        ),
+        CauseSpec(
+            "LANDING_PAGE_BREAK",
+            SEGMENT_SPECIFIC,
+            "the landing page breaks for some users: real orders fall with conversions",
+            ("rate",),
+            ("TRACKING_OUTAGE", "INVALID_TRAFFIC"),
+        ),
+        CauseSpec(
+            "INVALID_TRAFFIC",
+            SEGMENT_SPECIFIC,
+            "bots click the ads: CTR and invalid clicks rise, conversion rate falls",
+            ("rate",),
+            ("LANDING_PAGE_BREAK", "PLACEMENT_SHIFT"),
+        ),
+        CauseSpec(
+            "AD_DISAPPROVAL",
+            SEGMENT_SPECIFIC,
+            "an ad is disapproved and stops serving; the other ads absorb its traffic",
+            ("mix", "volume"),
+            ("CREATIVE_FATIGUE", "BUDGET_CAP"),
+            "policy",
+        ),
+        CauseSpec(
+            "NO_ANOMALY",
+            NO_SIGNAL,
+            "nothing changed: the alert fired on seasonality, conversion lag or noise",
+            (),
+            ("TRACKING_OUTAGE", "DEMAND_SHIFT"),
+        ),
+    )
+}
+
+ONE_D_AND_TWO_D = (1.0, 1.0)  # equal prior weight on 1D and 2D slices
+
+
+def _scale(node: str, direction: float):
+    """Builder: scale ``node`` on the slice by 1 + direction x strength."""
+
+    def build(draw: InterventionDraw):
+        return [
+            Scale(
+                node, where=draw.slice, window=draw.window, factor=1.0 + direction * draw.strength
+            )
+        ]
+
+    return build
+
+
+def _disapprove(draw: InterventionDraw):
+    return [Do("creative_approval", where=draw.slice, window=draw.window, value=0.0)]
+
+
+def _fatigue(healthy: m.ClickThroughRate):
+    def build(draw: InterventionDraw):
+        fatigued = m.FatiguedCtr(healthy, onset=draw.window.onset, decay=draw.strength)
+        return [Replace("ctr", where=draw.slice, window=draw.window, mechanism=fatigued)]
+
+    return build
+
+
+def _nothing(draw: InterventionDraw):
+    return []
+
+
+def intervention_points(
+    onset: tuple[int, int], healthy_ctr: m.ClickThroughRate, geos: tuple[str, ...]
+) -> list[InterventionPoint]:
+    """The 12 intervention points, with priors over slice, strength, onset and profile."""
+    step_or_ramp = (Step(), Ramp(3))
+    low_intent_geos = tuple(g for g in ("canada", "germany", "france") if g in geos) or geos
+    priors: dict[str, tuple] = {
+        "BUDGET_CAP": (
+            _scale("daily_budget", -1.0),
+            InterventionPrior(strength=(0.5, 0.8), onset=onset),
+        ),
+        "COMPETITIVE_PRESSURE": (
+            _scale("competitor_pressure", +1.0),
+            InterventionPrior(strength=(0.3, 0.8), onset=onset, profiles=step_or_ramp),
+        ),
+        "DEMAND_SHIFT": (
+            _scale("market_demand", -1.0),
+            InterventionPrior(strength=(0.2, 0.45), onset=onset, profiles=step_or_ramp),
+        ),
+        "TARGETING_EXPANSION": (
+            _scale("targeting_eligibility", +1.0),
+            InterventionPrior(
+                slice_dims=(("audience",), ("geo",), ("audience", "geo")),
+                slice_dim_weights=(0.35, 0.25, 0.4),
+                allowed_levels={"audience": ("broad", "lookalike"), "geo": low_intent_geos},
+                strength=(1.5, 4.0),
+                onset=onset,
+            ),
+        ),
+        "PLACEMENT_SHIFT": (
+            _scale("placement_weight", +1.0),
+            InterventionPrior(
+                slice_dims=(("placement",),),
+                allowed_levels={"placement": ("search_partners", "display", "video")},
+                strength=(2.0, 6.0),
+                onset=onset,
+                profiles=step_or_ramp,
+            ),
+        ),
+        "BID_MODIFIER_CHANGE": (
+            _scale("bid", +1.0),
+            InterventionPrior(
+                slice_dims=(
+                    ("device",),
+                    ("geo",),
+                    ("audience",),
+                    ("device", "geo"),
+                    ("device", "audience"),
+                    ("audience", "geo"),
+                ),
+                slice_dim_weights=(0.2, 0.15, 0.15, 0.2, 0.15, 0.15),
+                allowed_levels={"device": ("mobile", "desktop", "tablet")},
+                strength=(0.8, 2.0),
+                onset=onset,
+            ),
+        ),
+        "CREATIVE_FATIGUE": (
+            _fatigue(healthy_ctr),
+            InterventionPrior(
+                slice_dims=(("creative",), ("creative", "audience"), ("creative", "device")),
+                slice_dim_weights=(0.5, 0.25, 0.25),
+                allowed_levels={"device": ("mobile", "desktop")},
+                strength=(1.0, 3.0),
+                onset=onset,
+            ),
+        ),
+        "TRACKING_OUTAGE": (
+            _scale("tag_fire_rate", -1.0),
+            InterventionPrior(
+                slice_dims=(
+                    ("browser_os",),
+                    ("device",),
+                    ("geo",),
+                    ("browser_os", "geo"),
+                    ("device", "geo"),
+                ),
+                slice_dim_weights=(0.25, 0.15, 0.15, 0.25, 0.2),
+                allowed_levels={
+                    "device": ("mobile", "desktop", "tablet"),
+                    "browser_os": ("ios_safari", "android_chrome", "desktop_chrome", "mac_safari"),
+                },
+                strength=(0.5, 0.95),
+                onset=onset,
+                profiles=(Step(),),
+            ),
+        ),
+        "LANDING_PAGE_BREAK": (
+            _scale("cvr", -1.0),
+            InterventionPrior(
+                slice_dims=(
+                    ("device",),
+                    ("browser_os",),
+                    ("geo",),
+                    ("device", "geo"),
+                    ("browser_os", "geo"),
+                ),
+                slice_dim_weights=(0.15, 0.25, 0.15, 0.2, 0.25),
+                allowed_levels={
+                    "device": ("mobile", "desktop", "tablet"),
+                    "browser_os": ("ios_safari", "android_chrome", "desktop_chrome", "mac_safari"),
+                },
+                strength=(0.5, 0.9),
+                onset=onset,
+            ),
+        ),
+        "INVALID_TRAFFIC": (
+            _scale("bot_rate", +1.0),
+            InterventionPrior(
+                slice_dims=(("placement",), ("geo",), ("placement", "geo")),
+                slice_dim_weights=(0.35, 0.25, 0.4),
+                allowed_levels={"placement": ("search_partners", "display")},
+                strength=(20.0, 80.0),
+                onset=onset,
+                profiles=step_or_ramp,
+            ),
+        ),
+        "AD_DISAPPROVAL": (
+            _disapprove,
+            InterventionPrior(
+                slice_dims=(("creative",), ("creative", "geo")),
+                slice_dim_weights=(0.55, 0.45),
+                onset=onset,
+            ),
+        ),
+        "NO_ANOMALY": (_nothing, InterventionPrior(onset=onset)),
+    }
+    points = []
+    for name, (build, prior) in priors.items():
+        spec = CAUSES[name]
+        points.append(
+            InterventionPoint(
+                name,
+                build,
+                prior,
+                spec.description,
+                {
+                    "group": spec.group,
+                    "channels": spec.channels,
+                    "confusers": spec.confusers,
+                    "account_change": spec.account_change,
+                },
+            )
+        )
+    return points

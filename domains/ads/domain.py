@@ -1,0 +1,92 @@
+"""The ads domain: the SCM, its 12 causes, and the reports an analyst reads."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from causaltrace import SCM, Background, Domain, InterventionDraw, World
+from domains.ads import render
+from domains.ads.alert import compute_alert, task_prompt
+from domains.ads.causes import CAUSES, intervention_points
+from domains.ads.changes import cause_edits, change_history, sample_background
+from domains.ads.config import AdsConfig
+from domains.ads.dictionary import DATA_DICTIONARY
+from domains.ads.dimensions import campaigns_table, creatives_table
+from domains.ads.panel import build_panel
+from domains.ads.scm import build_nodes
+
+# KPIs whose counterfactual effect each oracle label records.
+LABEL_KPIS = (
+    "impressions",
+    "clicks",
+    "cost",
+    "conversions",
+    "conversion_value",
+    "real_conversions",
+    "invalid_clicks",
+    "sessions",
+)
+
+
+class AdsDomain(Domain):
+    """A digital-advertising account: 12 root causes in four groups, 1D and 2D slices."""
+
+    name = "ads"
+
+    def __init__(self, config: Mapping | None = None):
+        super().__init__(config)
+        self.settings = AdsConfig.from_mapping(self.config)
+
+    def build_scm(self) -> SCM:
+        cfg = self.settings
+        panel = build_panel(cfg)
+        nodes = build_nodes(cfg, panel)
+        healthy_ctr = next(n.mechanism for n in nodes if n.name == "ctr")
+        points = intervention_points(cfg.onset_window, healthy_ctr, cfg.geos)
+        return SCM(nodes, panel, points, name="ads")
+
+    def background(self, rng: np.random.Generator) -> Background:
+        return sample_background(self.scm.panel, self.settings, rng)
+
+    def render(
+        self, world: World, draw: InterventionDraw, background: Background, rng: np.random.Generator
+    ) -> dict[str, pd.DataFrame]:
+        panel, cfg = self.scm.panel, self.settings
+        # One child stream per table, so adding a table never changes another table's bytes.
+        streams = dict(zip(("hourly", "auction", "changes", "cause", "creatives"), rng.spawn(5)))
+        account_change = CAUSES[draw.point].account_change
+        edits = cause_edits(draw, panel, account_change, hour=int(streams["cause"].integers(7, 20)))
+        tables = {
+            "perf_daily": render.perf_daily(panel, world),
+            "perf_hourly": render.perf_hourly(panel, world, cfg, streams["hourly"]),
+            "impression_share_daily": render.impression_share_daily(panel, world),
+            "auction_insights_daily": render.auction_insights_daily(
+                panel, world, cfg, streams["auction"]
+            ),
+            "reach_frequency_daily": render.reach_frequency_daily(panel, world),
+            "site_analytics_daily": render.site_analytics_daily(panel, world),
+            "change_history": change_history(panel, world, background, edits, streams["changes"]),
+            "campaigns": campaigns_table(panel, world, cfg),
+            "creatives": creatives_table(panel, world, cfg, streams["creatives"]),
+        }
+        tables["data_dictionary"] = pd.DataFrame(
+            [(t, c, d) for t, cols in self.data_dictionary().items() for c, d in cols.items()],
+            columns=["table_name", "column_name", "description"],
+        )
+        return tables
+
+    def data_dictionary(self) -> dict[str, dict[str, str]]:
+        return DATA_DICTIONARY
+
+    def task_prompt(self, tables: Mapping[str, pd.DataFrame]) -> str:
+        cfg = self.settings
+        alert = compute_alert(tables["perf_daily"], cfg.alert_window_days, cfg.baseline_weeks)
+        panel = self.scm.panel
+        dims = {d.name: d.levels for d in panel.dimensions}
+        return task_prompt(alert, {name: len(t) for name, t in tables.items()}, dims, cfg.currency)
+
+    def kpi_totals(self, world: World, mask: np.ndarray, onset: int) -> dict[str, float]:
+        return {k: float(world[k][mask][:, onset:].sum()) for k in LABEL_KPIS}

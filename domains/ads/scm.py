@@ -1,0 +1,280 @@
+"""The ad-delivery SCM: the funnel from auction opportunities to conversion value.
+
+market_demand, volume_trait, targeting_eligibility, placement_weight -> placement_share,
+creative_approval -> serving_share  ==> opportunity_rate -> auctions
+bid, quality, competitor_pressure -> rank_win_rate, expected_cpc
+auctions, rank_win_rate -> won_auctions -> ctr (wear with frequency)
+won_auctions, ctr, expected_cpc -> daily_budget (set from typical spend) -> pacing
+won_auctions, pacing -> impressions -> human_clicks, bot_clicks -> invalid_clicks, clicks
+clicks, cpc -> cost;  human_clicks, cvr -> real_conversions (backend orders)
+real_conversions, tag_fire_rate -> tracked_conversions -> conversions (lagged)
+conversions, order_value -> conversion_value;  real_conversions -> backend_revenue
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from causaltrace import SCM, Constant, Node, Uniform
+from domains.ads import mechanisms as m
+from domains.ads import segments as seg
+from domains.ads.config import AdsConfig
+from domains.ads.panel import build_panel
+
+INT = "int64"
+
+
+def build_nodes(config: AdsConfig, panel) -> list[Node]:
+    """The nodes of the ads SCM for ``config`` on ``panel``."""
+    kinds = {c.name: c.kind for c in config.campaigns}
+    n_placements = seg.count_within(panel, (*m.CAMPAIGN_SEGMENT, "creative"), "placement")
+    n_creatives = seg.count_within(panel, m.AD_GROUP, "creative")
+    volume = (
+        config.daily_auctions_per_cell
+        * seg.multiplier(panel, seg.VOLUME)
+        * seg.by_campaign(panel, {c: seg.CAMPAIGN_KIND_VOLUME[k] for c, k in kinds.items()})
+    )
+    placement_weight = seg.multiplier(panel, {"placement": seg.PLACEMENT_WEIGHT})
+    # The opportunity base is per campaign segment; the placement and creative shares split it.
+    base_volume = volume * n_placements * n_creatives
+    eligibility = seg.multiplier(panel, seg.ELIGIBILITY)
+    reference_cpc = seg.by_campaign(
+        panel, {c.name: c.target_cpc for c in config.campaigns}
+    ) * seg.multiplier(panel, seg.CPC)
+    bid = 1.15 * reference_cpc
+    ctr_base = config.base_ctr * seg.multiplier(panel, seg.CTR)
+    cvr_base = config.base_cvr * seg.multiplier(panel, seg.CVR)
+    pool = 12.0 * volume * eligibility * 0.75  # reachable users: ~12 days of wins per leaf
+    headroom = seg.by_campaign(panel, {c.name: c.budget_headroom for c in config.campaigns})
+    aov = config.average_order_value * seg.multiplier(panel, seg.ORDER_VALUE)
+    is_safari = np.isin(panel.labels("browser_os"), seg.SAFARI)[:, None]
+    tag_rate = np.where(is_safari, config.safari_tag_fire_rate, config.base_tag_fire_rate)
+    bot_rate = config.bot_click_rate * seg.multiplier(panel, seg.BOT_RATE)
+    days = panel.time.values.astype("datetime64[D]")
+    weekday_shape = _weekly_shape(panel, config.weekly_amplitude)
+    holidays = np.flatnonzero(np.isin(days, np.array(config.holidays, dtype="datetime64[D]")))
+    age = (panel.n_time - 1 - np.arange(panel.n_time))[None, :]
+    reported_fraction = 1.0 - np.exp(-(age + 1.0) / config.conversion_lag_days)
+    healthy_ctr = m.ClickThroughRate(ctr_base, pool)
+
+    def node(
+        name, mechanism, parents=(), *, noise=True, observed=False, dtype="float64", description=""
+    ):
+        return Node(
+            name,
+            mechanism,
+            tuple(parents),
+            noise=Uniform() if noise else _no_noise(),
+            observed=observed,
+            dtype=dtype,
+            description=description,
+        )
+
+    return [
+        node(
+            "market_demand",
+            m.MarketDemand(weekday_shape, config.trend_per_week / 7, holidays),
+            description="search interest: seasonality, trend, holidays, shocks",
+        ),
+        node("volume_trait", m.SegmentTrait(0.35), description="segment size (per episode)"),
+        node(
+            "targeting_eligibility",
+            Constant(np.broadcast_to(eligibility, panel.shape)),
+            noise=False,
+            description="share of the segment the targeting reaches",
+        ),
+        node(
+            "placement_weight",
+            m.PlacementWeight(placement_weight),
+            description="automatic placement preference",
+        ),
+        node("placement_share", m.PlacementShare(), ["placement_weight"]),
+        node(
+            "creative_approval",
+            Constant(1.0),
+            noise=False,
+            description="1 while the creative is approved to serve",
+        ),
+        node("serving_share", m.ServingShare(np.ones((panel.n_cells, 1))), ["creative_approval"]),
+        node(
+            "opportunity_rate",
+            m.OpportunityRate(base_volume),
+            [
+                "volume_trait",
+                "market_demand",
+                "targeting_eligibility",
+                "placement_share",
+                "serving_share",
+            ],
+            noise=False,
+        ),
+        node(
+            "auctions",
+            m.Auctions(config.auction_dispersion),
+            ["opportunity_rate"],
+            dtype=INT,
+            description="eligible auction opportunities",
+        ),
+        node(
+            "competitor_pressure",
+            m.CompetitorPressure(),
+            description="competitors' bid level (index around 1)",
+        ),
+        node("bid", m.Bid(bid), noise=False, description="max CPC with bid modifiers"),
+        node("quality", m.SegmentTrait(0.15), description="ad quality (per episode)"),
+        node(
+            "rank_win_rate",
+            m.RankWinRate(reference_cpc),
+            ["bid", "quality", "competitor_pressure"],
+            noise=False,
+        ),
+        node(
+            "expected_cpc", m.ExpectedCpc(reference_cpc), ["bid", "quality", "competitor_pressure"]
+        ),
+        node(
+            "won_auctions",
+            m.BinomialCount("auctions", "rank_win_rate"),
+            ["auctions", "rank_win_rate"],
+            dtype=INT,
+            description="auctions won on ad rank (before the budget)",
+        ),
+        node("ctr_trait", m.SegmentTrait(0.2)),
+        node(
+            "ctr",
+            healthy_ctr,
+            ["won_auctions", "ctr_trait"],
+            description="click-through rate of a human user",
+        ),
+        node(
+            "daily_budget",
+            m.DailyBudget(headroom, reference_days=28),
+            ["won_auctions", "ctr", "expected_cpc"],
+            noise=False,
+            observed=True,
+            description="campaign daily budget",
+        ),
+        node(
+            "pacing",
+            m.Pacing(config.overdelivery),
+            ["won_auctions", "ctr", "expected_cpc", "daily_budget"],
+            noise=False,
+            description="share of won auctions served before the budget ran out",
+        ),
+        node(
+            "impressions",
+            m.BinomialCount("won_auctions", "pacing"),
+            ["won_auctions", "pacing"],
+            dtype=INT,
+            observed=True,
+        ),
+        node(
+            "human_clicks", m.BinomialCount("impressions", "ctr"), ["impressions", "ctr"], dtype=INT
+        ),
+        node(
+            "bot_rate",
+            Constant(np.broadcast_to(bot_rate, panel.shape)),
+            noise=False,
+            description="bot clicks per impression",
+        ),
+        node("bot_clicks", m.BotClicks(), ["impressions", "human_clicks", "bot_rate"], dtype=INT),
+        node("invalid_filter_rate", Constant(config.invalid_filter_rate), noise=False),
+        node(
+            "invalid_clicks",
+            m.BinomialCount("bot_clicks", "invalid_filter_rate"),
+            ["bot_clicks", "invalid_filter_rate"],
+            dtype=INT,
+            observed=True,
+            description="clicks filtered as invalid (not billed)",
+        ),
+        node(
+            "clicks",
+            m.ReportedClicks(),
+            ["human_clicks", "bot_clicks", "invalid_clicks"],
+            noise=False,
+            dtype=INT,
+            observed=True,
+            description="billed clicks",
+        ),
+        node("cpc", m.ActualCpc(), ["expected_cpc"]),
+        node(
+            "cost",
+            m.Cost(config.overdelivery),
+            ["clicks", "cpc", "daily_budget"],
+            noise=False,
+            observed=True,
+        ),
+        node("cvr_trait", m.SegmentTrait(0.25)),
+        node(
+            "cvr",
+            m.ConversionRate(cvr_base, eligibility),
+            ["targeting_eligibility", "cvr_trait"],
+            description="real conversion rate of a human click",
+        ),
+        node(
+            "real_conversions",
+            m.BinomialCount("human_clicks", "cvr"),
+            ["human_clicks", "cvr"],
+            dtype=INT,
+            observed=True,
+            description="backend orders (first-party truth)",
+        ),
+        node("tag_fire_rate", Constant(np.broadcast_to(tag_rate, panel.shape)), noise=False),
+        node(
+            "tracked_conversions",
+            m.BinomialCount("real_conversions", "tag_fire_rate"),
+            ["real_conversions", "tag_fire_rate"],
+            dtype=INT,
+            description="conversions the tag recorded, eventually",
+        ),
+        node(
+            "conversions",
+            m.LaggedConversions(reported_fraction),
+            ["tracked_conversions"],
+            dtype=INT,
+            observed=True,
+            description="conversions reported so far (click date)",
+        ),
+        node("order_value", m.OrderValue(aov)),
+        node(
+            "conversion_value",
+            m.Value("conversions"),
+            ["conversions", "order_value"],
+            noise=False,
+            observed=True,
+        ),
+        node(
+            "backend_revenue",
+            m.Value("real_conversions"),
+            ["real_conversions", "order_value"],
+            noise=False,
+            observed=True,
+        ),
+        node(
+            "sessions",
+            m.Sessions(),
+            ["human_clicks", "bot_clicks", "invalid_clicks"],
+            dtype=INT,
+            observed=True,
+            description="site sessions from ad clicks",
+        ),
+    ]
+
+
+def _weekly_shape(panel, amplitude: float) -> np.ndarray:
+    """Weekday multipliers per cell: desktop peaks mid-week, mobile at the weekend."""
+    weekday = np.arange(7)
+    midweek = 1 + amplitude * np.cos(2 * np.pi * (weekday - 2) / 7)
+    weekend = 1 + amplitude * np.cos(2 * np.pi * (weekday - 5.5) / 7)
+    is_desktop = (panel.labels("device") == "desktop")[:, None]
+    return np.where(is_desktop, midweek[None, :], weekend[None, :])
+
+
+def _no_noise():
+    from causaltrace import NoNoise
+
+    return NoNoise()
+
+
+def build_scm(config: AdsConfig, intervention_points=()) -> SCM:
+    panel = build_panel(config)
+    return SCM(build_nodes(config, panel), panel, intervention_points, name="ads")

@@ -1,0 +1,363 @@
+"""The ads domain: each cause moves the reports the documented way, the accounting holds, and
+nothing about a table's shape depends on the cause.
+
+Episodes here use the ``small`` preset and a fixed strong draw per cause, rendered twice with
+the same report generator: once from the factual world and once from the counterfactual, so
+every difference between the two renderings is the cause's doing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from causaltrace import InterventionDraw, Slice, Window, load_domain
+from domains.ads.causes import CAUSES, GROUPS
+
+STRONG = {  # cause -> (slice, strength at the top of its prior)
+    "BUDGET_CAP": ("", 0.8),
+    "COMPETITIVE_PRESSURE": ("", 0.8),
+    "DEMAND_SHIFT": ("", 0.45),
+    "TARGETING_EXPANSION": ("audience=broad", 4.0),
+    "PLACEMENT_SHIFT": ("placement=display", 6.0),
+    "BID_MODIFIER_CHANGE": ("device=desktop", 2.0),
+    "CREATIVE_FATIGUE": ("creative=brand_rsa_1", 3.0),
+    "TRACKING_OUTAGE": ("browser_os=ios_safari", 0.95),
+    "LANDING_PAGE_BREAK": ("device=mobile&geo=us_west", 0.9),
+    "INVALID_TRAFFIC": ("placement=search_partners", 80.0),
+    "AD_DISAPPROVAL": ("creative=pmax_asset_group_1", 1.0),
+    "NO_ANOMALY": ("", 1.0),
+}
+
+
+@pytest.fixture(scope="module")
+def domain():
+    return load_domain("ads", {"preset": "small"})
+
+
+def run(
+    domain, cause: str, slice_text: str | None = None, strength: float | None = None, seed: int = 0
+):
+    scm = domain.scm
+    text, top = STRONG[cause]
+    draw = InterventionDraw(
+        cause,
+        Slice.of(
+            dict(
+                c.split("=")
+                for c in filter(None, (slice_text if slice_text is not None else text).split("&"))
+            )
+        ),
+        top if strength is None else strength,
+        Window(onset=scm.panel.n_time - 12),
+    )
+    background = domain.background(np.random.default_rng(seed))
+    worlds = scm.intervene(background.interventions).simulate(
+        scm.interventions_for(draw), seed=seed + 100
+    )
+    factual = domain.render(worlds.factual, draw, background, np.random.default_rng(seed + 7))
+    counterfactual = domain.render(
+        worlds.counterfactual, draw, background, np.random.default_rng(seed + 7)
+    )
+    return draw, worlds, factual, counterfactual
+
+
+def rows(frame: pd.DataFrame, slice_text: str, onset_date=None) -> pd.Series:
+    mask = pd.Series(True, index=frame.index)
+    for cond in filter(None, slice_text.split("&")):
+        dim, level = cond.split("=")
+        column = "utm_campaign" if dim == "campaign" and "utm_campaign" in frame else dim
+        mask &= frame[column] == level
+    if onset_date is not None:
+        mask &= frame["date"] >= onset_date
+    return mask
+
+
+def totals(frame, mask, columns=("impressions", "clicks", "cost", "conversions", "invalid_clicks")):
+    return frame.loc[mask, list(columns)].sum()
+
+
+def onset_date(domain, draw):
+    return pd.Timestamp(domain.scm.panel.time.values[draw.window.onset])
+
+
+def test_twelve_causes_in_four_groups(domain):
+    points = domain.scm.intervention_points
+    assert len(points) == 12
+    assert {p.metadata["group"] for p in points.values()} == set(GROUPS)
+    for name, point in points.items():
+        assert CAUSES[name].group == point.metadata["group"]
+        for confuser in point.metadata["confusers"]:
+            assert confuser in points, (name, confuser)
+    has_2d = {n for n, p in points.items() if any(len(d) == 2 for d in p.prior.slice_dims)}
+    assert has_2d == {
+        "TARGETING_EXPANSION",
+        "BID_MODIFIER_CHANGE",
+        "CREATIVE_FATIGUE",
+        "TRACKING_OUTAGE",
+        "LANDING_PAGE_BREAK",
+        "INVALID_TRAFFIC",
+        "AD_DISAPPROVAL",
+    }
+    no_slice = {n for n, p in points.items() if not p.prior.has_slice}
+    assert no_slice == {"BUDGET_CAP", "COMPETITIVE_PRESSURE", "DEMAND_SHIFT", "NO_ANOMALY"}
+
+
+def test_priors_draw_valid_slices(domain):
+    rng = np.random.default_rng(3)
+    panel = domain.scm.panel
+    for _name, point in domain.scm.intervention_points.items():
+        for _ in range(30):
+            draw = point.sample(rng, panel)
+            assert draw.slice.dims in {tuple(sorted(d)) for d in point.prior.slice_dims}
+            assert draw.slice.mask(panel).any()
+            lo, hi = point.prior.strength
+            assert lo <= draw.strength <= hi
+
+
+@pytest.mark.parametrize("cause", ["TRACKING_OUTAGE", "LANDING_PAGE_BREAK", "INVALID_TRAFFIC"])
+def test_unitwise_causes_leave_outside_rows_identical(domain, cause):
+    _draw, _, fact, cf = run(domain, cause)
+    inside = rows(fact["perf_daily"], STRONG[cause][0])
+    pd.testing.assert_frame_equal(fact["perf_daily"][~inside], cf["perf_daily"][~inside])
+    assert not fact["perf_daily"][inside].equals(cf["perf_daily"][inside])
+
+
+def test_tracking_outage_signature(domain):
+    draw, _, fact, cf = run(domain, "TRACKING_OUTAGE")
+    after = onset_date(domain, draw)
+    perf = rows(fact["perf_daily"], "browser_os=ios_safari", after)
+    f, c = totals(fact["perf_daily"], perf), totals(cf["perf_daily"], perf)
+    assert f["conversions"] < 0.3 * c["conversions"]  # the tag stopped firing
+    assert f["clicks"] == c["clicks"] and f["cost"] == c["cost"]
+    # Backend orders are first-party: unchanged everywhere.
+    pd.testing.assert_frame_equal(fact["site_analytics_daily"], cf["site_analytics_daily"])
+
+
+def test_landing_page_break_signature(domain):
+    draw, _, fact, cf = run(domain, "LANDING_PAGE_BREAK")
+    after = onset_date(domain, draw)
+    sl = "device=mobile&geo=us_west"
+    site = rows(fact["site_analytics_daily"], sl, after)
+    f_orders = fact["site_analytics_daily"].loc[site, "backend_orders"].sum()
+    c_orders = cf["site_analytics_daily"].loc[site, "backend_orders"].sum()
+    assert f_orders < 0.35 * c_orders  # real orders fall (strength 0.9: about 10% remain)
+    perf = rows(fact["perf_daily"], sl, after)
+    assert totals(fact["perf_daily"], perf)["clicks"] == totals(cf["perf_daily"], perf)["clicks"]
+    outside = ~rows(fact["site_analytics_daily"], sl)
+    assert (
+        fact["site_analytics_daily"].loc[outside, "backend_orders"]
+        == cf["site_analytics_daily"].loc[outside, "backend_orders"]
+    ).all()
+
+
+def test_invalid_traffic_signature(domain):
+    draw, _, fact, cf = run(domain, "INVALID_TRAFFIC")
+    perf = rows(fact["perf_daily"], "placement=search_partners", onset_date(domain, draw))
+    f, c = totals(fact["perf_daily"], perf), totals(cf["perf_daily"], perf)
+    assert f["invalid_clicks"] > 5 * c["invalid_clicks"]
+    assert f["clicks"] / f["impressions"] > 1.5 * c["clicks"] / c["impressions"]  # CTR up
+    assert f["conversions"] / f["clicks"] < 0.8 * c["conversions"] / c["clicks"]  # CVR down
+
+
+def test_creative_fatigue_signature(domain):
+    draw, _, fact, cf = run(domain, "CREATIVE_FATIGUE")
+    perf = fact["perf_daily"]
+    sl = rows(perf, "creative=brand_rsa_1", onset_date(domain, draw))
+    f, c = totals(perf, sl), totals(cf["perf_daily"], sl)
+    assert f["clicks"] / f["impressions"] < 0.8 * c["clicks"] / c["impressions"]
+    assert abs(f["impressions"] / c["impressions"] - 1) < 0.1  # served about as often
+    # The decay grows with exposure: the last week's CTR falls further than the first days'.
+    daily = (
+        perf[sl].groupby("date")[["clicks", "impressions"]].sum()
+        / cf["perf_daily"][sl].groupby("date")[["clicks", "impressions"]].sum()
+    )
+    ratio = (daily["clicks"] / daily["impressions"]).to_numpy()
+    assert ratio[-4:].mean() < ratio[:3].mean()
+
+
+def test_ad_disapproval_siblings_absorb(domain):
+    draw, _, fact, cf = run(domain, "AD_DISAPPROVAL")
+    after = onset_date(domain, draw)
+    perf_f, perf_c = fact["perf_daily"], cf["perf_daily"]
+    gone = rows(perf_f, "creative=pmax_asset_group_1", after)
+    assert perf_f.loc[gone, "impressions"].sum() == 0 < perf_c.loc[gone, "impressions"].sum()
+    sibling = rows(perf_f, "creative=pmax_asset_group_2", after)
+    assert perf_f.loc[sibling, "impressions"].sum() > 1.5 * perf_c.loc[sibling, "impressions"].sum()
+    status = fact["creatives"].set_index("creative")["policy_status"]
+    assert status["pmax_asset_group_1"] == "disapproved"
+
+
+def test_segment_mix_causes_grow_their_slice(domain):
+    for cause in ("TARGETING_EXPANSION", "PLACEMENT_SHIFT", "BID_MODIFIER_CHANGE"):
+        draw, _, fact, cf = run(domain, cause)
+        sl = rows(fact["perf_daily"], STRONG[cause][0], onset_date(domain, draw))
+        after = rows(fact["perf_daily"], "", onset_date(domain, draw))
+        share_f = (
+            fact["perf_daily"].loc[sl, "impressions"].sum()
+            / fact["perf_daily"].loc[after, "impressions"].sum()
+        )
+        share_c = (
+            cf["perf_daily"].loc[sl, "impressions"].sum()
+            / cf["perf_daily"].loc[after, "impressions"].sum()
+        )
+        # A bid raise saturates (the account already wins most auctions it bids in), so its
+        # share grows least; expansion and placement shifts add volume outright.
+        assert share_f > (1.1 if cause == "BID_MODIFIER_CHANGE" else 1.3) * share_c, cause
+    # A bid raise makes the slice's clicks dearer.
+    draw, _, fact, cf = run(domain, "BID_MODIFIER_CHANGE")
+    sl = rows(fact["perf_daily"], "device=desktop", onset_date(domain, draw))
+    f, c = totals(fact["perf_daily"], sl), totals(cf["perf_daily"], sl)
+    assert f["cost"] / f["clicks"] > 1.1 * c["cost"] / c["clicks"]
+    # Widening targeting brings low-intent users: the slice converts worse.
+    draw, worlds, fact, cf = run(domain, "TARGETING_EXPANSION")
+    mask = draw.slice.mask(domain.scm.panel)
+    onset = draw.window.onset
+    f_cvr = (
+        worlds.factual["real_conversions"][mask][:, onset:].sum()
+        / worlds.factual["human_clicks"][mask][:, onset:].sum()
+    )
+    c_cvr = (
+        worlds.counterfactual["real_conversions"][mask][:, onset:].sum()
+        / worlds.counterfactual["human_clicks"][mask][:, onset:].sum()
+    )
+    assert f_cvr < 0.8 * c_cvr
+
+
+def test_campaign_wide_signatures(domain):
+    draw, _, fact, cf = run(domain, "BUDGET_CAP")
+    after = onset_date(domain, draw)
+    isf, isc = fact["impression_share_daily"], cf["impression_share_daily"]
+    post = isf["date"] >= after
+    assert (
+        isf.loc[post, "search_lost_is_budget"].mean()
+        > isc.loc[post, "search_lost_is_budget"].mean() + 0.2
+    )
+    # Budget-limited days stop serving late: the last hours lose most.
+    hf, hc = fact["perf_hourly"], cf["perf_hourly"]
+    late = (hf["date"] >= after) & (hf["hour"] >= 20)
+    assert hf.loc[late, "impressions"].sum() < 0.3 * hc.loc[late, "impressions"].sum()
+
+    draw, _, fact, cf = run(domain, "COMPETITIVE_PRESSURE")
+    after = onset_date(domain, draw)
+    perf = rows(fact["perf_daily"], "", after)
+    f, c = totals(fact["perf_daily"], perf), totals(cf["perf_daily"], perf)
+    assert f["cost"] / f["clicks"] > 1.15 * c["cost"] / c["clicks"]  # CPC up
+    isf, isc = fact["impression_share_daily"], cf["impression_share_daily"]
+    post = isf["date"] >= after
+    assert (
+        isf.loc[post, "search_lost_is_rank"].mean()
+        > isc.loc[post, "search_lost_is_rank"].mean() + 0.05
+    )
+    ai_f, ai_c = fact["auction_insights_daily"], cf["auction_insights_daily"]
+    rivals = (ai_f["competitor"] != "you") & (ai_f["date"] >= after)
+    assert ai_f.loc[rivals, "impression_share"].mean() > ai_c.loc[rivals, "impression_share"].mean()
+
+    draw, _, fact, cf = run(domain, "DEMAND_SHIFT")
+    after = onset_date(domain, draw)
+    perf = rows(fact["perf_daily"], "", after)
+    f, c = totals(fact["perf_daily"], perf), totals(cf["perf_daily"], perf)
+    assert f["impressions"] < 0.7 * c["impressions"]
+    isf, isc = fact["impression_share_daily"], cf["impression_share_daily"]
+    post = isf["date"] >= after
+    # Share holds: the fall is in the auctions, not in what the account wins of them.
+    assert (
+        abs(
+            isf.loc[post, "search_impression_share"].mean()
+            - isc.loc[post, "search_impression_share"].mean()
+        )
+        < 0.02
+    )
+    assert abs((f["cost"] / f["clicks"]) / (c["cost"] / c["clicks"]) - 1) < 0.05
+
+
+def test_no_anomaly_carries_no_effect(domain):
+    _, worlds, fact, cf = run(domain, "NO_ANOMALY")
+    assert worlds.affected == frozenset()
+    for name in worlds.factual:
+        assert worlds.factual[name] is worlds.counterfactual[name]
+    for table in fact:
+        pd.testing.assert_frame_equal(fact[table], cf[table])
+
+
+@pytest.mark.parametrize("cause", sorted(STRONG))
+def test_accounting_invariants(domain, cause):
+    _, worlds, fact, _ = run(domain, cause, seed=5)
+    w, panel = worlds.factual, domain.scm.panel
+    perf = fact["perf_daily"]
+    assert (perf["clicks"] <= perf["impressions"]).all()
+    assert (w["conversions"] <= w["tracked_conversions"]).all()
+    assert (w["tracked_conversions"] <= w["real_conversions"]).all()
+    assert (w["invalid_clicks"] <= w["bot_clicks"]).all()
+    # Impression share + lost (budget) + lost (rank) = 1 for every campaign-day.
+    shares = fact["impression_share_daily"]
+    total = shares[["search_impression_share", "search_lost_is_budget", "search_lost_is_rank"]].sum(
+        axis=1
+    )
+    np.testing.assert_allclose(total, 1.0, atol=1e-9)
+    # Spend never exceeds the overdelivery cap of the day's budget.
+    cost = panel.group_sum(w["cost"], ("campaign",))
+    idx, _ = panel.group_index(("campaign",))
+    first = np.array([np.flatnonzero(idx == g)[0] for g in range(cost.shape[0])])
+    cap = domain.settings.overdelivery * w["daily_budget"][first]
+    assert (cost <= cap + 1e-6).all()
+    # Leaf rows add up to every aggregate table, to the unit and to the cent.
+    hourly = (
+        fact["perf_hourly"]
+        .groupby(["date", "campaign", "device"])[["impressions", "clicks", "cost", "conversions"]]
+        .sum()
+    )
+    daily = (
+        perf[perf["date"].isin(fact["perf_hourly"]["date"].unique())]
+        .groupby(["date", "campaign", "device"])[["impressions", "clicks", "cost", "conversions"]]
+        .sum()
+    )
+    daily = daily.loc[hourly.index]
+    pd.testing.assert_frame_equal(
+        hourly[["impressions", "clicks", "conversions"]],
+        daily[["impressions", "clicks", "conversions"]],
+    )
+    np.testing.assert_allclose(hourly["cost"], daily["cost"], atol=0.005)
+    by_campaign = perf.groupby(["campaign", "date"])["impressions"].sum()
+    share_imps = shares.set_index(["campaign", "date"])["impressions"]
+    assert (by_campaign.loc[share_imps.index] == share_imps).all()
+    reach = fact["reach_frequency_daily"].set_index(["campaign", "creative", "date"])
+    by_creative = perf.groupby(["campaign", "creative", "date"])["impressions"].sum()
+    assert (by_creative.loc[reach.index] == reach["impressions"]).all()
+    assert (reach["reach"] <= reach["impressions"]).all()
+    # Tracked conversions never exceed backend orders at the site-analytics grain.
+    site = fact["site_analytics_daily"].rename(columns={"utm_campaign": "campaign"})
+    grain = ["date", "campaign", "device", "browser_os", "geo"]
+    conv = perf.groupby(grain)["conversions"].sum()
+    orders = site.set_index(grain)["backend_orders"]
+    assert (conv.loc[orders.index] <= orders).all()
+
+
+def test_table_schemas_and_sizes_do_not_depend_on_the_cause(domain):
+    shapes = {}
+    for cause in STRONG:
+        _, _, fact, _ = run(domain, cause, seed=11)
+        shapes[cause] = {
+            name: (t.shape, tuple(t.columns), tuple(map(str, t.dtypes))) for name, t in fact.items()
+        }
+    reference = shapes["NO_ANOMALY"]
+    for cause, layout in shapes.items():
+        assert layout == reference, cause
+
+
+def test_prompt_is_cause_blind(domain):
+    """Same background and noise, different causes: the prompts differ only in the alert line."""
+    prompts = {}
+    for cause in ("NO_ANOMALY", "TRACKING_OUTAGE", "BUDGET_CAP"):
+        _, _, fact, _ = run(domain, cause, seed=2)
+        prompts[cause] = domain.task_prompt(fact)
+    strip = {
+        c: [line for line in p.splitlines() if not line.startswith("ALERT:")]
+        for c, p in prompts.items()
+    }
+    assert strip["NO_ANOMALY"] == strip["TRACKING_OUTAGE"] == strip["BUDGET_CAP"]
+    for prompt in prompts.values():
+        assert prompt.count("ALERT:") == 1
+        for other in STRONG:  # every cause is listed once, in the same order
+            assert prompt.count(f"- {other}:") == 1
