@@ -27,20 +27,20 @@ def draw_graph(scm, path: str | Path, *, title: str, highlight: set[str] = froze
     pos = nx.multipartite_layout(graph, subset_key="layer")
     n_layers = 1 + max(graph.nodes[n]["layer"] for n in graph)
     widest = max(sum(1 for n in graph if graph.nodes[n]["layer"] == k) for k in range(n_layers))
-    fig, ax = plt.subplots(figsize=(max(6, 2.2 * n_layers), max(4, 0.7 * widest)))
+    fig, ax = plt.subplots(figsize=(max(7, 1.25 * n_layers), max(4.5, 0.8 * widest)))
     colors = [
         "#f4a261" if n in highlight else ("#a8dadc" if graph.nodes[n]["observed"] else "#e5e5e5")
         for n in graph
     ]
     nx.draw_networkx_edges(
-        graph, pos, ax=ax, arrows=True, arrowsize=12, edge_color="#555555", node_size=1800
+        graph, pos, ax=ax, arrows=True, arrowsize=12, edge_color="#555555", node_size=1300
     )
     nx.draw_networkx_nodes(
         graph,
         pos,
         ax=ax,
         node_color=colors,
-        node_size=1800,
+        node_size=1300,
         edgecolors=["#333333" if graph.nodes[n]["observed"] else "#999999" for n in graph],
         linewidths=1.0,
     )
