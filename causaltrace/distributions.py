@@ -93,17 +93,26 @@ def poisson_icdf(lam: np.ndarray, u: np.ndarray) -> np.ndarray:
 
 
 def binomial_icdf(n: np.ndarray, p: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """Binomial quantile of ``u`` with ``n`` trials and success probability ``p`` (int64)."""
+    """Binomial quantile of ``u`` with ``n`` trials and success probability ``p`` (int64).
+
+    Degenerate elements (no trials, p = 0 or p = 1) are settled without the CDF: in a sparse
+    panel they are most of the cells.
+    """
     n, p, u = np.broadcast_arrays(
         np.maximum(np.asarray(n, dtype=np.float64), 0.0),
         np.clip(np.asarray(p, dtype=np.float64), 0.0, 1.0),
         u,
     )
-    z = special.ndtri(np.clip(u, 1e-15, 1 - 1e-15))
-    mean, sd = n * p, np.sqrt(n * p * (1.0 - p))
-    guess = mean + sd * z + (1.0 - 2.0 * p) * (z * z - 1.0) / 6.0
-    fn, fp = n.ravel(), p.ravel()
-    return _quantile(lambda k, i: _binom_cdf(k, _select(fn, i), _select(fp, i)), guess, u, upper=n)
+    out = np.where(p >= 1.0, n, 0.0)
+    live = (n > 0) & (p > 0.0) & (p < 1.0)
+    if live.any():
+        nl, pl, ul = n[live], p[live], u[live]
+        z = special.ndtri(np.clip(ul, 1e-15, 1 - 1e-15))
+        guess = nl * pl + np.sqrt(nl * pl * (1.0 - pl)) * z + (1.0 - 2.0 * pl) * (z * z - 1.0) / 6.0
+        out[live] = _quantile(
+            lambda k, i: _binom_cdf(k, _select(nl, i), _select(pl, i)), guess, ul, upper=nl
+        )
+    return out.astype(np.int64)
 
 
 def _binom_cdf(k: np.ndarray, n: np.ndarray, p: np.ndarray) -> np.ndarray:

@@ -25,6 +25,8 @@ from causaltrace.simulate import World
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
+    from causaltrace.verify import Evidence
+
 ENTRY_POINT_GROUP = "causaltrace.domains"
 
 
@@ -100,6 +102,29 @@ class Domain(ABC):
     def kpi_totals(self, world: World, mask: np.ndarray, onset: int) -> dict[str, float]:
         """KPI totals over the cells in ``mask`` from step ``onset`` on (for oracle labels)."""
         return {}
+
+    def evidence(self, tables: Mapping[str, pd.DataFrame]) -> Evidence:
+        """Signature statistics read from the agent-visible tables (for the verifier)."""
+        raise NotImplementedError(f"domain {self.name!r} offers no evidence for verification")
+
+    def alert_onset(self) -> int:
+        """The first step of the window the alert reports on (a no-signal episode's scans
+        look for causes from here on). Default: the last 7 steps."""
+        return max(self.scm.panel.n_time - 7, 0)
+
+    def alert_kpi(self, tables: Mapping[str, pd.DataFrame]) -> str:
+        """The KPI the alert names (for plots)."""
+        raise NotImplementedError(f"domain {self.name!r} does not name its alert KPI")
+
+    def kpi_daily(self, world: World, kpi: str) -> np.ndarray:
+        """The account-level value of ``kpi`` per time step in ``world`` (for plots)."""
+        raise NotImplementedError(f"domain {self.name!r} has no daily KPI series")
+
+    def no_signal_causes(self) -> tuple[str, ...]:
+        """Causes that inject nothing (their intervention point's ``metadata["no_signal"]``)."""
+        return tuple(
+            n for n, p in self.scm.intervention_points.items() if p.metadata.get("no_signal")
+        )
 
 
 def available_domains() -> dict[str, str]:

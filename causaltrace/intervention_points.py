@@ -102,10 +102,33 @@ class InterventionPoint:
     description: str = ""
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
-    def sample(self, rng: np.random.Generator, panel: Panel) -> InterventionDraw:
-        """Draw a slice, strength, onset and profile from the prior."""
+    def slice_orders(self) -> tuple[int, ...]:
+        """The slice orders (0 = no slice, 1 = 1D, 2 = 2D, ...) this point's prior can draw."""
+        return tuple(sorted({len(d) for d in self.prior.slice_dims}))
+
+    def sample(
+        self, rng: np.random.Generator, panel: Panel, slice_order: int | None = None
+    ) -> InterventionDraw:
+        """Draw a slice, strength, onset and profile from the prior.
+
+        ``slice_order`` restricts the draw to slices with that many conditions (a dataset's
+        composition may ask for so many 2D slices); the prior's weights are renormalised.
+        """
         prior = self.prior
-        dims = prior.slice_dims[_choice(rng, len(prior.slice_dims), prior.slice_dim_weights)]
+        options = list(range(len(prior.slice_dims)))
+        if slice_order is not None:
+            options = [i for i in options if len(prior.slice_dims[i]) == slice_order]
+            if not options:
+                raise InterventionError(
+                    f"intervention point {self.name!r} has no {slice_order}D slices; its "
+                    f"prior draws orders {self.slice_orders()}"
+                )
+        weights = (
+            None
+            if prior.slice_dim_weights is None
+            else [prior.slice_dim_weights[i] for i in options]
+        )
+        dims = prior.slice_dims[options[_choice(rng, len(options), weights)]]
         candidates = candidate_slices(panel, dims, prior.allowed_levels)
         if not candidates:
             raise InterventionError(

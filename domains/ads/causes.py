@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from causaltrace import (
-    Do,
     InterventionDraw,
     InterventionPoint,
     InterventionPrior,
@@ -150,10 +149,6 @@ def _scale(node: str, direction: float):
     return build
 
 
-def _disapprove(draw: InterventionDraw):
-    return [Do("creative_approval", where=draw.slice, window=draw.window, value=0.0)]
-
-
 def _fatigue(healthy: m.ClickThroughRate):
     def build(draw: InterventionDraw):
         fatigued = m.FatiguedCtr(healthy, onset=draw.window.onset, decay=draw.strength)
@@ -217,7 +212,10 @@ def intervention_points(
                     ("audience", "geo"),
                 ),
                 slice_dim_weights=(0.2, 0.15, 0.15, 0.2, 0.15, 0.15),
-                allowed_levels={"device": ("mobile", "desktop", "tablet")},
+                allowed_levels={
+                    "device": ("mobile", "desktop", "tablet"),
+                    "audience": ("remarketing", "in_market", "lookalike", "broad"),
+                },
                 strength=(0.8, 2.0),
                 onset=onset,
             ),
@@ -283,7 +281,7 @@ def intervention_points(
             ),
         ),
         "AD_DISAPPROVAL": (
-            _disapprove,
+            _scale("creative_approval", -1.0),
             InterventionPrior(
                 slice_dims=(("creative",), ("creative", "geo")),
                 slice_dim_weights=(0.55, 0.45),
@@ -306,6 +304,7 @@ def intervention_points(
                     "channels": spec.channels,
                     "confusers": spec.confusers,
                     "account_change": spec.account_change,
+                    "no_signal": spec.group == NO_SIGNAL,
                 },
             )
         )

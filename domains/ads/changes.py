@@ -147,7 +147,7 @@ def sample_background(panel: Panel, config: AdsConfig, rng: np.random.Generator)
         node = _pick(rng, ("cvr", "ctr", "market_demand", "expected_cpc"))
         dim = _pick(rng, ("device", "geo", "audience", "placement"))
         level = _pick(rng, panel.dimension(dim).levels)
-        factor = 1.0 + float(rng.choice([-1, 1])) * float(rng.uniform(0.02, 0.05))
+        factor = 1.0 + float(rng.choice([-1, 1])) * float(rng.uniform(0.01, 0.03))
         day = int(rng.integers(n_days // 2, n_days))
         interventions.append(
             Scale(node, where=Slice.of(**{dim: level}), window=Window(day), factor=factor)

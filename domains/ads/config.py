@@ -62,7 +62,7 @@ DEFAULT_CAMPAIGNS: tuple[CampaignSpec, ...] = (
         "generic_search",
         "search",
         ("generic_rsa_1", "generic_rsa_2"),
-        ("search", "search_partners"),
+        ("search", "search_partners", "display"),  # search with display expansion
         ("in_market", "broad"),
         US,
         0.95,
@@ -79,10 +79,10 @@ DEFAULT_CAMPAIGNS: tuple[CampaignSpec, ...] = (
         1.1,
     ),
     CampaignSpec(
-        "remarketing_display",
+        "remarketing",
         "display",
         ("rmkt_banner_1", "rmkt_banner_2"),
-        ("display",),
+        ("display", "video"),
         ("remarketing", "customer_list"),
         US,
         1.6,

@@ -9,12 +9,13 @@ import pandas as pd
 
 from causaltrace import SCM, Background, Domain, InterventionDraw, World
 from domains.ads import render
-from domains.ads.alert import compute_alert, task_prompt
+from domains.ads.alert import KPIS, compute_alert, task_prompt
 from domains.ads.causes import CAUSES, intervention_points
 from domains.ads.changes import cause_edits, change_history, sample_background
 from domains.ads.config import AdsConfig
 from domains.ads.dictionary import DATA_DICTIONARY
 from domains.ads.dimensions import campaigns_table, creatives_table
+from domains.ads.evidence import AdsEvidence
 from domains.ads.panel import build_panel
 from domains.ads.scm import build_nodes
 
@@ -87,6 +88,23 @@ class AdsDomain(Domain):
         panel = self.scm.panel
         dims = {d.name: d.levels for d in panel.dimensions}
         return task_prompt(alert, {name: len(t) for name, t in tables.items()}, dims, cfg.currency)
+
+    def evidence(self, tables: Mapping[str, pd.DataFrame]) -> AdsEvidence:
+        return AdsEvidence(self.scm.panel, tables)
+
+    def alert_kpi(self, tables: Mapping[str, pd.DataFrame]) -> str:
+        cfg = self.settings
+        return compute_alert(tables["perf_daily"], cfg.alert_window_days, cfg.baseline_weeks).kpi
+
+    def kpi_daily(self, world: World, kpi: str) -> np.ndarray:
+        num, den, _ = KPIS[kpi]
+        numerator = world[num].sum(axis=0).astype(np.float64)
+        if den is None:
+            return numerator
+        return numerator / np.maximum(world[den].sum(axis=0), 1e-9)
+
+    def alert_onset(self) -> int:
+        return self.scm.panel.n_time - self.settings.alert_window_days
 
     def kpi_totals(self, world: World, mask: np.ndarray, onset: int) -> dict[str, float]:
         return {k: float(world[k][mask][:, onset:].sum()) for k in LABEL_KPIS}

@@ -168,7 +168,7 @@ class RankWinRate:
 
     reference_cpc: np.ndarray  # (n_cells, 1): the competitive price level of the segment
     slope: float = 2.2
-    offset: float = 0.9
+    offset: float = 0.3
 
     def __call__(self, parents, noise, panel: Panel) -> np.ndarray:
         rank = np.log(
@@ -188,7 +188,7 @@ class ExpectedCpc:
 
     def __call__(self, parents, noise, panel: Panel) -> np.ndarray:
         needed = self.reference_cpc * parents["competitor_pressure"] / parents["quality"]
-        price = np.minimum(parents["bid"], 0.75 * needed + 0.1 * parents["bid"])
+        price = np.minimum(parents["bid"], 0.6 * needed + 0.25 * parents["bid"])
         return price * np.exp(self.noise_sd * normal_icdf(noise))
 
 

@@ -35,9 +35,9 @@ def grouped_frame(
     first[idx[::-1]] = np.arange(panel.n_cells)[::-1]  # a representative cell per group
     n_days = panel.n_time
     data: dict[str, np.ndarray] = {"date": np.tile(_dates(panel), n_groups)}
-    for d in dims:
-        levels = np.asarray(panel.dimension(d).levels, dtype=object)
-        data[d] = np.repeat(levels[panel.codes(d)[first]], n_days)
+    for d in dims:  # categorical: compact, and Parquet stores it dictionary-encoded
+        codes = np.repeat(panel.codes(d)[first], n_days)
+        data[d] = pd.Categorical.from_codes(codes, categories=list(panel.dimension(d).levels))
     for out, node in columns.items():
         data[out] = panel.group_sum(world[node], dims).reshape(-1)
     frame = pd.DataFrame(data)
@@ -136,8 +136,12 @@ def perf_hourly(
     out = {
         "date": np.repeat(daily["date"].to_numpy(), 24),
         "hour": np.tile(np.arange(24), n),
-        "campaign": np.repeat(daily["campaign"].to_numpy(), 24),
-        "device": np.repeat(daily["device"].to_numpy(), 24),
+        **{
+            d: pd.Categorical.from_codes(
+                np.repeat(daily[d].cat.codes.to_numpy(), 24), categories=daily[d].cat.categories
+            )
+            for d in dims
+        },
     }
     impressions = _split_exact(daily["impressions"].to_numpy(), weights, rng)
     clicks = _split_exact(daily["clicks"].to_numpy(), weights, rng)

@@ -1,0 +1,117 @@
+"""Episodes: a hidden cause drawn, both worlds simulated, the reports rendered, the truth kept.
+
+An :class:`EpisodeSpec` is everything needed to rebuild an episode bit for bit (dataset seed,
+split, index, accepted attempt, the cause and slice order the split's schedule assigned). It
+determines the label, so it is stored with the labels, never with what the agent sees.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from causaltrace.domain import Background, Domain
+from causaltrace.intervention_points import InterventionDraw
+from causaltrace.labels import KpiEffect, OracleLabel
+from causaltrace.seeds import episode_streams
+from causaltrace.simulate import Worlds
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+
+@dataclass(frozen=True)
+class EpisodeSpec:
+    """The recipe of one episode (secret: with it, anyone can rebuild the label)."""
+
+    episode_id: str
+    split: str
+    index: int
+    dataset_seed: int
+    cause: str
+    slice_order: int | None
+    attempt: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> EpisodeSpec:
+        return cls(**dict(data))
+
+    def with_attempt(self, attempt: int) -> EpisodeSpec:
+        return EpisodeSpec(
+            self.episode_id,
+            self.split,
+            self.index,
+            self.dataset_seed,
+            self.cause,
+            self.slice_order,
+            attempt,
+        )
+
+
+@dataclass(frozen=True)
+class Episode:
+    """A built episode: the agent-visible part (``tables``, ``prompt``) and the hidden part
+    (``spec``, ``draw``, ``worlds``, ``label``). Only the first two may reach an agent."""
+
+    spec: EpisodeSpec
+    draw: InterventionDraw
+    background: Background
+    worlds: Worlds
+    tables: dict[str, pd.DataFrame]
+    prompt: str
+    label: OracleLabel
+
+
+def episode_id(split: str, index: int) -> str:
+    """Public episode id: the split and index, nothing about the cause."""
+    return f"{split}-{index:06d}"
+
+
+def build_episode(domain: Domain, spec: EpisodeSpec) -> Episode:
+    """Draw, simulate, render and label one attempt of an episode (deterministic in ``spec``)."""
+    scm = domain.scm
+    streams = episode_streams(spec.dataset_seed, spec.split, spec.index, spec.attempt)
+    draw = scm.point(spec.cause).sample(streams.draw, scm.panel, spec.slice_order)
+    background = domain.background(streams.background)
+    base = scm.intervene(background.interventions) if background.interventions else scm
+    worlds = base.simulate(scm.interventions_for(draw), seed=streams.noise)
+    tables = domain.render(worlds.factual, draw, background, streams.render)
+    prompt = domain.task_prompt(tables)
+    label = make_label(domain, spec, draw, worlds)
+    return Episode(spec, draw, background, worlds, tables, prompt, label)
+
+
+def make_label(
+    domain: Domain, spec: EpisodeSpec, draw: InterventionDraw, worlds: Worlds
+) -> OracleLabel:
+    """The oracle label: cause, group, slice, onset, strength and counterfactual KPI effects."""
+    panel = domain.scm.panel
+    onset = draw.window.onset
+    inside = draw.slice.mask(panel)
+    everywhere = np.ones(panel.n_cells, dtype=bool)
+
+    def effects(mask: np.ndarray) -> dict[str, KpiEffect]:
+        fact = domain.kpi_totals(worlds.factual, mask, onset)
+        counter = domain.kpi_totals(worlds.counterfactual, mask, onset)
+        return {k: KpiEffect(float(fact[k]), float(counter[k])) for k in fact}
+
+    info = draw.as_dict()
+    return OracleLabel(
+        episode_id=spec.episode_id,
+        cause=draw.point,
+        group=domain.cause_group(draw.point),
+        slice=draw.slice.canonical() or None,
+        onset=onset,
+        onset_time=str(panel.time.values[onset]),
+        strength=float(draw.strength),
+        profile=info["profile"],
+        effect_in_slice=effects(inside),
+        effect_overall=effects(everywhere),
+        extra={"profile_params": info["profile_params"]},
+    )

@@ -1,0 +1,386 @@
+"""Dataset generation: episodes sharded by index, verified, written atomically, resumable.
+
+Each shard (a fixed range of episode indices) is a unit of work whose bytes depend only on the
+config and the shard id, so one worker or N workers write the same dataset. A shard is complete
+when its ``done`` record exists (written last, atomically); a killed run leaves at most a
+partial shard without a record, which the next run of the same command rewrites from scratch.
+Workers are separate processes started by an existing engine (Hydra's joblib launcher, or Ray
+tasks), each taking the shards ``shard % num_workers == worker_index``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from causaltrace.composition import assignments
+from causaltrace.domain import Domain, load_domain
+from causaltrace.episodes import Episode, EpisodeSpec, build_episode, episode_id
+from causaltrace.errors import CausalTraceError
+from causaltrace.storage import (
+    DatasetLayout,
+    atomic_write_text,
+    canonical_json,
+    jsonl,
+    read_jsonl,
+    sha256_file,
+    write_episode_dir,
+)
+from causaltrace.verify import Verdict, VerifierConfig, verify
+
+FORMAT = "causaltrace-dataset/1"
+
+
+@dataclass(frozen=True)
+class DatasetSettings:
+    """A split to generate (``configs/dataset/*.yaml``)."""
+
+    name: str
+    split: str
+    seed: int
+    n_episodes: int
+    composition: Mapping[str, Any] = field(default_factory=lambda: {"kind": "prior"})
+    materialize: bool = True
+    shard_size: int = 16
+    max_attempts: int = 40
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> DatasetSettings:
+        data = dict(data)
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise CausalTraceError(
+                f"dataset config: unknown key(s) {unknown}; known: {sorted(known)}"
+            )
+        missing = sorted({"name", "split", "seed", "n_episodes"} - set(data))
+        if missing:
+            raise CausalTraceError(f"dataset config: missing key(s) {missing}")
+        settings = cls(**data)
+        if settings.n_episodes < 1 or settings.shard_size < 1 or settings.max_attempts < 1:
+            raise CausalTraceError(
+                "dataset config: n_episodes, shard_size and max_attempts must be >= 1"
+            )
+        return settings
+
+
+@dataclass(frozen=True)
+class Job:
+    """Everything one worker needs: the resolved config as plain data."""
+
+    out_dir: str
+    domain: Mapping[str, Any]
+    dataset: DatasetSettings
+    verifier: VerifierConfig
+    resolved_config: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any]) -> Job:
+        for key in ("out_dir", "domain", "dataset"):
+            if key not in cfg:
+                raise CausalTraceError(f"generation config: missing key {key!r}")
+        verifier = dict(cfg.get("verifier") or {})
+        known = {f.name for f in fields(VerifierConfig)}
+        unknown = sorted(set(verifier) - known)
+        if unknown:
+            raise CausalTraceError(
+                f"verifier config: unknown key(s) {unknown}; known: {sorted(known)}"
+            )
+        return cls(
+            str(cfg["out_dir"]),
+            dict(cfg["domain"]),
+            DatasetSettings.from_mapping(cfg["dataset"]),
+            VerifierConfig(**verifier),
+            dict(cfg),
+        )
+
+    def make_domain(self) -> Domain:
+        config = dict(self.domain)
+        name = config.get("name")
+        if not name:
+            raise CausalTraceError("domain config: missing key 'name'")
+        return load_domain(name, config)
+
+    @property
+    def n_shards(self) -> int:
+        return math.ceil(self.dataset.n_episodes / self.dataset.shard_size)
+
+    def shard_range(self, shard: int) -> range:
+        size = self.dataset.shard_size
+        return range(shard * size, min((shard + 1) * size, self.dataset.n_episodes))
+
+
+@dataclass
+class ShardResult:
+    shard: int
+    episodes: int
+    attempts: int
+    rejections: Counter
+
+
+def accept_episode(
+    domain: Domain, spec: EpisodeSpec, verifier: VerifierConfig, max_attempts: int
+) -> tuple[Episode, list[Verdict]]:
+    """Build attempts 0, 1, ... of an episode until the verifier accepts one."""
+    verdicts: list[Verdict] = []
+    for attempt in range(max_attempts):
+        episode = build_episode(domain, spec.with_attempt(attempt))
+        verdict = verify(
+            domain.scm,
+            domain.evidence(episode.tables),
+            episode.draw,
+            alert_onset=domain.alert_onset(),
+            no_signal=domain.no_signal_causes(),
+            config=verifier,
+        )
+        verdicts.append(verdict)
+        if verdict.accepted:
+            return episode, verdicts
+    reasons = Counter(v.reason for v in verdicts)
+    raise CausalTraceError(
+        f"episode {spec.episode_id} ({spec.cause}, slice order {spec.slice_order}): no attempt "
+        f"accepted in {max_attempts}; rejections {dict(reasons)}. A cause that is this hard to "
+        f"verify is a domain bug (its prior draws effects the tables cannot show)."
+    )
+
+
+def generate_shard(job: Job, domain: Domain, shard: int, plan, progress=None) -> ShardResult:
+    """Generate, verify and write one shard; the done record is written last."""
+    layout = DatasetLayout(job.out_dir)
+    ds = job.dataset
+    index_rows, spec_rows, label_rows, stat_rows = [], [], [], []
+    attempts, rejections = 0, Counter()
+    for index in job.shard_range(shard):
+        assignment = plan[index]
+        spec = EpisodeSpec(
+            episode_id(ds.split, index),
+            ds.split,
+            index,
+            ds.seed,
+            assignment.cause,
+            assignment.slice_order,
+        )
+        episode, verdicts = accept_episode(domain, spec, job.verifier, ds.max_attempts)
+        attempts += len(verdicts)
+        rejections.update(v.reason for v in verdicts if not v.accepted)
+        if ds.materialize:
+            write_episode_dir(
+                layout.episode_dir(spec.episode_id),
+                episode.tables,
+                episode.prompt,
+                domain.data_dictionary(),
+            )
+        index_rows.append({"episode_id": spec.episode_id, "prompt": episode.prompt})
+        spec_rows.append(episode.spec.to_dict())
+        label_rows.append(episode.label.to_dict())
+        stat_rows.append(
+            {
+                "episode_id": spec.episode_id,
+                "cause": spec.cause,
+                "slice_order": spec.slice_order,
+                "attempts": len(verdicts),
+                "rejections": [list(v.reasons) for v in verdicts if not v.accepted],
+                "accepted_stats": verdicts[-1].stats,
+            }
+        )
+        if progress is not None:
+            progress(len(verdicts))
+    atomic_write_text(layout.index(shard), jsonl(index_rows))
+    atomic_write_text(layout.specs(shard), jsonl(spec_rows))
+    atomic_write_text(layout.labels(shard), jsonl(label_rows))
+    atomic_write_text(layout.stats(shard), canonical_json(stat_rows))
+    files = [layout.index(shard), layout.specs(shard), layout.labels(shard), layout.stats(shard)]
+    if ds.materialize:
+        for row in index_rows:
+            files.extend(sorted(layout.episode_dir(row["episode_id"]).iterdir()))
+    checksums = {str(p.relative_to(layout.root)): sha256_file(p) for p in files}
+    record = {
+        "shard": shard,
+        "episodes": [job.shard_range(shard).start, job.shard_range(shard).stop],
+        "files": checksums,
+    }
+    atomic_write_text(layout.done(shard), canonical_json(record))
+    return ShardResult(shard, len(index_rows), attempts, rejections)
+
+
+def pending_shards(job: Job, worker_index: int = 0, num_workers: int = 1) -> list[int]:
+    """This worker's shards without a done record."""
+    if not 0 <= worker_index < num_workers:
+        raise CausalTraceError(f"worker_index {worker_index} is not in [0, {num_workers})")
+    layout = DatasetLayout(job.out_dir)
+    return [
+        s
+        for s in range(job.n_shards)
+        if s % num_workers == worker_index and not layout.done(s).exists()
+    ]
+
+
+def run(job: Job, worker_index: int = 0, num_workers: int = 1, show_progress: bool = True) -> dict:
+    """Generate this worker's pending shards, then the manifest if every shard is done."""
+    domain = job.make_domain()
+    ds = job.dataset
+    plan = assignments(
+        domain.scm, ds.composition, split=ds.split, dataset_seed=ds.seed, n_episodes=ds.n_episodes
+    )
+    shards = pending_shards(job, worker_index, num_workers)
+    total = sum(len(job.shard_range(s)) for s in shards)
+    bar = _progress_bar(total, f"{ds.name} worker {worker_index}/{num_workers}", show_progress)
+    tried = {"attempts": 0, "episodes": 0}
+
+    def tick(attempts: int) -> None:
+        tried["attempts"] += attempts
+        tried["episodes"] += 1
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(acceptance=f"{tried['episodes'] / tried['attempts']:.0%}")
+
+    rejections: Counter = Counter()
+    try:
+        for shard in shards:
+            rejections.update(generate_shard(job, domain, shard, plan, tick).rejections)
+    finally:
+        if bar is not None:
+            bar.close()
+    manifest = write_manifest(job)
+    return {
+        "shards": shards,
+        "episodes": tried["episodes"],
+        "attempts": tried["attempts"],
+        "rejections": dict(rejections),
+        "manifest_written": manifest is not None,
+    }
+
+
+def _progress_bar(total: int, desc: str, enabled: bool):
+    if not enabled or total == 0:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="episode", mininterval=1.0)
+
+
+def write_manifest(job: Job) -> Path | None:
+    """The manifest, once every shard is done (idempotent: same shards, same bytes)."""
+    from causaltrace import __version__
+
+    layout = DatasetLayout(job.out_dir)
+    records = []
+    for shard in range(job.n_shards):
+        if not layout.done(shard).exists():
+            return None
+        records.append(json_load(layout.done(shard)))
+    manifest = {
+        "format": FORMAT,
+        "package_version": __version__,
+        "name": job.dataset.name,
+        "split": job.dataset.split,
+        "n_episodes": job.dataset.n_episodes,
+        "materialized": job.dataset.materialize,
+        "config": {
+            "domain": dict(job.domain),
+            "dataset": asdict(job.dataset),
+            "verifier": asdict(job.verifier),
+        },
+        "shards": records,
+    }
+    atomic_write_text(layout.manifest, canonical_json(_plain(manifest)))
+    return layout.manifest
+
+
+def _plain(value):
+    """Plain JSON data from dataclasses, mappings and tuples (for the manifest)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def json_load(path: Path) -> Any:
+    import json
+
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def acceptance_report(out_dir: str | Path):
+    """Acceptance rate and rejection reasons per cause (a pandas DataFrame)."""
+    import pandas as pd
+
+    rows = []
+    for path in sorted((Path(out_dir) / "private" / "stats").glob("shard-*.json")):
+        for stat in json_load(path):
+            reasons = Counter(r[0].split(":")[0] for r in stat["rejections"] if r)
+            rows.append(
+                {
+                    "cause": stat["cause"],
+                    "slice_order": stat["slice_order"],
+                    "attempts": stat["attempts"],
+                    **reasons,
+                }
+            )
+    frame = pd.DataFrame(rows).fillna(0)
+    grouped = frame.groupby("cause").sum(numeric_only=True)
+    counts = frame.groupby("cause").size()
+    grouped.insert(0, "episodes", counts)
+    grouped.insert(2, "acceptance", (counts / grouped["attempts"]).round(3))
+    return grouped.drop(columns=["slice_order"]).sort_index()
+
+
+def load_index(out_dir: str | Path) -> list[dict[str, Any]]:
+    """Episode ids and prompts, in index order (agent-visible)."""
+    return DatasetLayout(out_dir).all_index()
+
+
+def load_labels(out_dir: str | Path) -> dict[str, dict[str, Any]]:
+    """Oracle labels by episode id (secret: for scoring only)."""
+    return {row["episode_id"]: row for row in DatasetLayout(out_dir).all_labels()}
+
+
+def find_spec(out_dir: str | Path, episode: str) -> EpisodeSpec:
+    for path in sorted((Path(out_dir) / "private" / "specs").glob("shard-*.jsonl")):
+        for row in read_jsonl(path):
+            if row["episode_id"] == episode:
+                return EpisodeSpec.from_dict(row)
+    raise CausalTraceError(f"dataset {out_dir}: no episode {episode!r}")
+
+
+_DOMAINS: dict[str, Domain] = {}
+
+
+def dataset_domain(out_dir: str | Path) -> Domain:
+    """The domain a dataset was generated with, from its manifest (cached per process)."""
+    key = str(Path(out_dir).resolve())
+    if key not in _DOMAINS:
+        manifest = json_load(DatasetLayout(out_dir).manifest)
+        config = dict(manifest["config"]["domain"])
+        _DOMAINS[key] = load_domain(config["name"], config)
+    return _DOMAINS[key]
+
+
+def rebuild_episode(out_dir: str | Path, episode: str) -> Episode:
+    """Rebuild an episode from its private spec (generator side only: it holds the truth)."""
+    return build_episode(dataset_domain(out_dir), find_spec(out_dir, episode))
+
+
+def open_episode(out_dir: str | Path, episode: str, cache_dir: str | Path | None = None) -> Path:
+    """The directory of an episode's agent-visible files.
+
+    A materialized split returns the stored directory as it is (so it loads byte-identically
+    whatever the generator code does later). A lazy split rebuilds the tables from the spec into
+    ``cache_dir/<episode>`` (default: the dataset's ``public/episodes``) once, and returns it.
+    """
+    layout = DatasetLayout(out_dir)
+    stored = layout.episode_dir(episode)
+    if stored.is_dir() and any(stored.iterdir()):
+        return stored
+    target = Path(cache_dir) / episode if cache_dir is not None else stored
+    if target.is_dir() and any(target.iterdir()):
+        return target
+    domain = dataset_domain(out_dir)
+    built = build_episode(domain, find_spec(out_dir, episode))
+    write_episode_dir(target, built.tables, built.prompt, domain.data_dictionary())
+    return target

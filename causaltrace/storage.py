@@ -1,0 +1,155 @@
+"""Files of a dataset: atomic writes, Parquet tables, checksums, and the directory layout.
+
+A dataset directory keeps what an agent may see apart from what it must not::
+
+    manifest.json                      resolved config, package version, shard checksums
+    public/index/shard-00000.jsonl     episode ids and prompts (agent-visible)
+    public/episodes/<episode_id>/      one Parquet file per table (materialized splits only)
+    private/specs/shard-00000.jsonl    episode specs: seeds, assigned cause (secret)
+    private/labels/shard-00000.jsonl   oracle labels (secret)
+    private/stats/shard-00000.json     attempts and rejection reasons per episode (secret)
+    done/shard-00000.json              completion record with the shard's checksums
+
+A sandbox mounts one ``public/episodes/<episode_id>`` directory and nothing else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+TABLE_SUFFIX = ".parquet"
+PROMPT_FILE = "prompt.txt"
+DICTIONARY_FILE = "data_dictionary.json"
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that readers see the old file or the new one, never half."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def canonical_json(data: Any) -> str:
+    """Deterministic JSON (sorted keys, fixed separators): equal data, equal bytes."""
+    return json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+
+
+def jsonl(records: Iterable[Mapping[str, Any]]) -> str:
+    return "".join(json.dumps(r, sort_keys=True, ensure_ascii=False) + "\n" for r in records)
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with open(path, encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def table_bytes(frame) -> bytes:
+    """A table as Parquet bytes (zstd, no index): the same frame always gives the same bytes."""
+    import io
+
+    buffer = io.BytesIO()
+    frame.to_parquet(buffer, engine="pyarrow", compression="zstd", index=False)
+    return buffer.getvalue()
+
+
+def write_episode_dir(
+    directory: Path,
+    tables: Mapping[str, Any],
+    prompt: str,
+    dictionary: Mapping[str, Mapping[str, str]],
+) -> None:
+    """One Parquet file per table, the prompt and the data dictionary, written atomically."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, frame in tables.items():
+        atomic_write_bytes(directory / f"{name}{TABLE_SUFFIX}", table_bytes(frame))
+    atomic_write_text(directory / PROMPT_FILE, prompt)
+    atomic_write_text(directory / DICTIONARY_FILE, canonical_json(dictionary))
+
+
+def read_episode_tables(directory: Path) -> dict[str, Any]:
+    """The tables of an episode directory as pandas DataFrames (by file name)."""
+    import pandas as pd
+
+    directory = Path(directory)
+    return {
+        p.name[: -len(TABLE_SUFFIX)]: pd.read_parquet(p)
+        for p in sorted(directory.glob(f"*{TABLE_SUFFIX}"))
+    }
+
+
+class DatasetLayout:
+    """Paths inside a dataset directory."""
+
+    def __init__(self, root: str | os.PathLike):
+        self.root = Path(root)
+
+    @property
+    def manifest(self) -> Path:
+        return self.root / "manifest.json"
+
+    def shard_name(self, shard: int) -> str:
+        return f"shard-{shard:05d}"
+
+    def index(self, shard: int) -> Path:
+        return self.root / "public" / "index" / f"{self.shard_name(shard)}.jsonl"
+
+    def episode_dir(self, episode_id: str) -> Path:
+        return self.root / "public" / "episodes" / episode_id
+
+    def specs(self, shard: int) -> Path:
+        return self.root / "private" / "specs" / f"{self.shard_name(shard)}.jsonl"
+
+    def labels(self, shard: int) -> Path:
+        return self.root / "private" / "labels" / f"{self.shard_name(shard)}.jsonl"
+
+    def stats(self, shard: int) -> Path:
+        return self.root / "private" / "stats" / f"{self.shard_name(shard)}.json"
+
+    def done(self, shard: int) -> Path:
+        return self.root / "done" / f"{self.shard_name(shard)}.json"
+
+    def all_labels(self) -> list[dict[str, Any]]:
+        out = []
+        for path in sorted((self.root / "private" / "labels").glob("shard-*.jsonl")):
+            out.extend(read_jsonl(path))
+        return out
+
+    def all_index(self) -> list[dict[str, Any]]:
+        out = []
+        for path in sorted((self.root / "public" / "index").glob("shard-*.jsonl")):
+            out.extend(read_jsonl(path))
+        return out
+
+    def all_specs(self) -> list[dict[str, Any]]:
+        out = []
+        for path in sorted((self.root / "private" / "specs").glob("shard-*.jsonl")):
+            out.extend(read_jsonl(path))
+        return out

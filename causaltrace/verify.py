@@ -1,0 +1,243 @@
+"""The acceptance verifier: an episode is kept only if its answer can be found from its tables.
+
+Generation and acceptance are separate stages. The verifier reads what the agent reads (through
+the domain's :class:`Evidence`, built from the rendered tables alone) and checks, for the drawn
+cause ``c``, slice ``S`` and onset ``t0``:
+
+1. detectable: c's signature statistic on S has SNR >= ``snr`` (effect over the episode's own
+   day-to-day noise, estimated before the onset);
+2. identifiable: for every parent P of S (one condition dropped) the rest of the parent, P \\ S,
+   shows no such effect (SNR < ``snr``), and for every child C of S (one condition added) the
+   rest of the slice, S \\ C, shows it too (SNR >= ``child_snr``). If S \\ C does not, C explains
+   the effect as well as S (when S \\ C would have shown C's effect) or the tables cannot tell
+   them apart (when it would not): either way the slice is not identifiable;
+3. distinguishable: no declared confuser's signature fires on any of its own candidate slices
+   with an SNR of at least ``confuser_ratio`` times the true cause's (a confuser may co-occur,
+   e.g. a natural dip in demand during a budget cut, as long as it is clearly the weaker story);
+4. for a no-signal cause: no cause's signature fires on any of its candidate slices at the alert
+   window.
+
+"Fires" in a scan over many slices means significant after a Bonferroni correction over the
+scan (one-sided z >= Phi^-1(1 - ``scan_alpha`` / m)) *and* SNR >= ``snr``, so that a scan of a
+hundred noisy slices does not find a cause in pure noise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+from scipy.stats import norm
+
+from causaltrace.intervention_points import InterventionDraw, candidate_slices
+from causaltrace.panel import Panel
+from causaltrace.slices import Slice
+
+
+@dataclass(frozen=True)
+class Statistic:
+    """A signature statistic: ``effect`` in the cause's direction; ``noise``, the episode's own
+    day-to-day noise of the same quantity (so ``snr`` = effect / noise is the effect in units of
+    a day's fluctuation); and ``se``, the standard error of the effect (so ``z`` = effect / se
+    is its significance)."""
+
+    effect: float
+    noise: float
+    se: float
+    z_value: float | None = None  # a better-calibrated z (e.g. a score test), if the domain has one
+
+    @classmethod
+    def from_daily(cls, effect: float, noise: float, n_post: int, n_pre: int) -> Statistic:
+        """A difference of two means of daily values with standard deviation ``noise``."""
+        se = noise * math.sqrt(1.0 / max(n_post, 1) + 1.0 / max(n_pre, 1))
+        return cls(effect, noise, se)
+
+    @property
+    def snr(self) -> float:
+        if not (self.noise > 0) or not math.isfinite(self.effect):
+            return 0.0
+        return self.effect / self.noise
+
+    @property
+    def z(self) -> float:
+        if self.z_value is not None:
+            return self.z_value
+        if not (self.se > 0) or not math.isfinite(self.effect):
+            return 0.0
+        return self.effect / self.se
+
+    @staticmethod
+    def weakest(*stats: Statistic | None) -> Statistic | None:
+        """AND of evidence: the component with the lowest SNR (None if any is missing)."""
+        if any(s is None for s in stats):
+            return None
+        return min(stats, key=lambda s: s.snr)
+
+
+class Evidence(Protocol):
+    """Signature statistics computed from one episode's agent-visible tables."""
+
+    def statistic(
+        self, cause: str, cells: np.ndarray | None, onset: int, reference: np.ndarray | None = None
+    ) -> Statistic | None:
+        """Cause's signature on the panel cells in ``cells`` (``None``: the whole panel) from
+        ``onset`` on, compared where it compares with other cells against ``reference``
+        (default: every cell not in ``cells``); ``None`` if the cause has no signature or the
+        tables the signature reads cannot resolve the cells."""
+
+
+@dataclass(frozen=True)
+class VerifierConfig:
+    """Thresholds of the verifier (``configs/verifier/*.yaml``)."""
+
+    snr: float = 1.0
+    child_snr: float | None = None  # defaults to snr
+    scan_alpha: float = 0.05
+    confuser_ratio: float = 0.5
+    check_children: bool = True
+    check_confusers: bool = True
+
+    @property
+    def child_threshold(self) -> float:
+        return self.snr if self.child_snr is None else self.child_snr
+
+
+@dataclass(frozen=True)
+class Verdict:
+    accepted: bool
+    reasons: tuple[str, ...] = ()
+    stats: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def reason(self) -> str:
+        """The first rejection reason's kind (e.g. ``undetectable``), for reporting."""
+        return self.reasons[0].split(":")[0] if self.reasons else "accepted"
+
+
+def scan_threshold(alpha: float, tests: int) -> float:
+    """One-sided Bonferroni z threshold for ``tests`` simultaneous tests."""
+    return float(norm.isf(alpha / max(tests, 1)))
+
+
+def _candidates(scm, cause: str) -> list[Slice]:
+    point = scm.point(cause)
+    out: list[Slice] = []
+    for dims in point.prior.slice_dims:
+        out.extend(candidate_slices(scm.panel, tuple(dims), point.prior.allowed_levels))
+    return out
+
+
+def scan_stats(evidence: Evidence, scm, cause: str, onset: int) -> list[tuple[Slice, Statistic]]:
+    """``cause``'s signature on each of its candidate slices that the tables can resolve."""
+    panel = scm.panel
+    out = []
+    for sl in _candidates(scm, cause):
+        stat = evidence.statistic(cause, None if sl.is_whole_panel else sl.mask(panel), onset)
+        if stat is not None:
+            out.append((sl, stat))
+    return out
+
+
+def fires(
+    stats: list[tuple[Slice, Statistic]], threshold: float, config: VerifierConfig
+) -> tuple[bool, float, str]:
+    """Whether any statistic is significant at ``threshold`` and practically large (SNR);
+    with the best z and its slice."""
+    if not stats:
+        return False, 0.0, ""
+    best_slice, best = max(stats, key=lambda item: item[1].z)
+    fired = any(s.z >= threshold and s.snr >= config.snr for _, s in stats)
+    return fired, best.z, best_slice.canonical()
+
+
+def children(panel: Panel, sl: Slice) -> list[Slice]:
+    """Slices with one more condition than ``sl`` that hold some, but not all, of its cells."""
+    inside = sl.mask(panel)
+    out = []
+    for dim in panel.dimensions:
+        if dim.name in sl.dims:
+            continue
+        for level in dim.levels:
+            child = Slice((*sl.conditions, (dim.name, level)))
+            sub = child.mask(panel)
+            if sub.any() and (sub != inside).any():
+                out.append(child)
+    return out
+
+
+def verify(
+    scm,
+    evidence: Evidence,
+    draw: InterventionDraw,
+    *,
+    alert_onset: int,
+    no_signal: Iterable[str],
+    config: VerifierConfig = VerifierConfig(),
+) -> Verdict:
+    """Accept or reject one episode, reading only ``evidence`` (built from its tables)."""
+    no_signal = set(no_signal)
+    panel = scm.panel
+    cause, onset = draw.point, draw.window.onset
+    if cause in no_signal:
+        # One family of tests over every cause and candidate slice: the family-wise rate of
+        # finding a cause in pure noise is scan_alpha.
+        scans = {
+            other: scan_stats(evidence, scm, other, alert_onset)
+            for other in scm.intervention_points
+            if other not in no_signal
+        }
+        threshold = scan_threshold(config.scan_alpha, sum(len(v) for v in scans.values()))
+        reasons, stats = [], {"scan_threshold": threshold}
+        for other, found in scans.items():
+            fired, best_z, where = fires(found, threshold, config)
+            stats[f"scan_z:{other}"] = best_z
+            if fired:
+                reasons.append(f"no_signal_detects:{other}@{where or 'all'}")
+        return Verdict(not reasons, tuple(reasons), stats)
+
+    cells = None if draw.slice.is_whole_panel else draw.slice.mask(panel)
+    stat = evidence.statistic(cause, cells, onset)
+    if stat is None or stat.snr < config.snr:
+        snr = 0.0 if stat is None else stat.snr
+        return Verdict(False, (f"undetectable:snr={snr:.2f}",), {"snr": snr})
+    stats = {"snr": stat.snr, "z": stat.z}
+    reasons = []
+    if not draw.slice.is_whole_panel:
+        for parent in draw.slice.parents():
+            rest = parent.mask(panel) & ~cells
+            if not rest.any():
+                reasons.append(f"parent_same_cells:{parent.canonical() or 'all'}")
+                continue
+            outside = evidence.statistic(cause, rest, onset, reference=~parent.mask(panel))
+            if outside is not None and outside.snr >= config.snr:
+                reasons.append(f"parent_explains:{parent.canonical() or 'all'}")
+        if config.check_children:
+            for child in children(panel, draw.slice):
+                sub = child.mask(panel)
+                # Both parts are compared with the cells outside the slice, not with each other.
+                inner = evidence.statistic(cause, sub, onset, reference=~cells)
+                remaining = evidence.statistic(cause, cells & ~sub, onset, reference=~cells)
+                if inner is None or remaining is None:
+                    continue  # the tables cannot tell this child from the rest of the slice
+                if remaining.snr >= config.child_threshold:
+                    continue  # the effect is also outside the child: the child explains less
+                if inner.effect / remaining.noise >= config.child_threshold:
+                    reasons.append(f"child_explains:{child.canonical()}")
+                else:  # the rest of the slice is too small or noisy to tell them apart
+                    reasons.append(f"child_indistinguishable:{child.canonical()}")
+                break
+    if config.check_confusers:
+        for other in scm.point(cause).metadata.get("confusers", ()):
+            if other in no_signal or other == cause:
+                continue
+            found = scan_stats(evidence, scm, other, onset)
+            threshold = scan_threshold(config.scan_alpha, len(found))
+            rivals = [(sl, st) for sl, st in found if st.snr >= config.confuser_ratio * stat.snr]
+            fired, best_z, where = fires(rivals, threshold, config)
+            stats[f"confuser_z:{other}"] = max((st.z for _, st in found), default=0.0)
+            if fired:
+                reasons.append(f"confusable:{other}@{where or 'all'}")
+    return Verdict(not reasons, tuple(reasons), stats)
