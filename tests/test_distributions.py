@@ -19,8 +19,10 @@ def test_poisson_matches_scipy(u, rng, scale):
     np.testing.assert_array_equal(poisson_icdf(lam, u), expected)
 
 
-@pytest.mark.parametrize(("n_max", "p"), [(0, 0.3), (1, 0.5), (20, 0.01), (5000, 0.03),
-                                          (10**6, 0.9), (40, 1.0), (40, 0.0)])
+@pytest.mark.parametrize(
+    ("n_max", "p"),
+    [(0, 0.3), (1, 0.5), (20, 0.01), (5000, 0.03), (10**6, 0.9), (40, 1.0), (40, 0.0)],
+)
 def test_binomial_matches_scipy(u, rng, n_max, p):
     n = rng.integers(0, n_max + 1, u.size)
     expected = np.minimum(np.nan_to_num(stats.binom.ppf(u, n, p)), n).astype(np.int64)
@@ -39,5 +41,6 @@ def test_coupling_is_monotone(u):
     lam = np.full(u.size, 30.0)
     assert np.all(poisson_icdf(0.8 * lam, u) <= poisson_icdf(lam, u))
     n = np.full(u.size, 500)
-    assert np.all(binomial_icdf(n, np.full(u.size, 0.05), u)
-                  <= binomial_icdf(n, np.full(u.size, 0.06), u))
+    assert np.all(
+        binomial_icdf(n, np.full(u.size, 0.05), u) <= binomial_icdf(n, np.full(u.size, 0.06), u)
+    )

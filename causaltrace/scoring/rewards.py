@@ -1,0 +1,385 @@
+"""Reward functions: a registry of named ``(answer, label) -> float`` terms and their weighted sum.
+
+Contract of a reward function (see ``docs/rewards.md``)::
+
+    @register_reward("my_term")
+    def my_term(answer: ParsedAnswer, label: OracleLabel, *, some_param: float = 1.0) -> float:
+        ...
+
+- ``answer`` is a :class:`~causaltrace.scoring.parsing.ParsedAnswer`: ``answer.ok`` tells whether
+  an answer parsed, ``answer.answer`` is the validated :class:`~causaltrace.scoring.answers.Answer`
+  (``None`` on a format error), ``answer.space`` the :class:`AnswerSpace` (slice coverage and
+  Jaccard), ``answer.tool_calls`` and ``answer.turns`` the trajectory's counts.
+- ``label`` is the episode's :class:`~causaltrace.labels.OracleLabel`.
+- Keyword-only parameters are set from configuration; the function must be pure and
+  deterministic, must not raise on any parsed answer, and should return 0 on a format error.
+- Terms that reward success return values in ``[0, 1]``; penalties (``tool_call_cost``) return
+  values ``<= 0``.
+
+:class:`CompositeReward` is a weighted sum of registered terms built from a Hydra/OmegaConf
+mapping such as ``{"graded_attribution": 0.65, "full_attribution": 0.30, "format": 0.05}`` (the
+default, TRACE's reward). It returns a :class:`RewardResult` with every term, for logging.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from causaltrace.labels import OracleLabel
+from causaltrace.scoring.answers import AnswerSpace
+from causaltrace.scoring.parsing import ParsedAnswer, ParsePolicy, parse_answer
+
+RewardFn = Callable[..., float]
+
+TRACE_WEIGHTS: Mapping[str, float] = {
+    "graded_attribution": 0.65,
+    "full_attribution": 0.30,
+    "format": 0.05,
+}
+
+
+@dataclass(frozen=True)
+class RewardSpec:
+    """A registered reward: its function, a one-line description and its parameter defaults."""
+
+    name: str
+    fn: RewardFn
+    description: str
+    params: Mapping[str, Any]
+
+
+_REGISTRY: dict[str, RewardSpec] = {}
+
+
+def register_reward(
+    name: str | None = None, *, description: str | None = None, overwrite: bool = False
+) -> Callable[[RewardFn], RewardFn]:
+    """Decorator that registers ``fn(answer, label, **params) -> float`` under ``name``.
+
+    ``name`` defaults to the function's name; registering a taken name raises unless
+    ``overwrite=True``. Parameters must be keyword-only (they come from configuration).
+    """
+
+    def decorate(fn: RewardFn) -> RewardFn:
+        key = name or fn.__name__
+        if key in _REGISTRY and not overwrite:
+            raise ValueError(f"reward {key!r} is already registered (pass overwrite=True)")
+        sig = inspect.signature(fn)
+        positional = [
+            p
+            for p in sig.parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+        if len(positional) != 2:
+            raise TypeError(
+                f"reward {key!r} must take (answer, label) positionally and its parameters "
+                f"keyword-only; got {sig}"
+            )
+        params = {
+            p.name: p.default
+            for p in sig.parameters.values()
+            if p.kind == p.KEYWORD_ONLY and p.default is not p.empty
+        }
+        doc = (fn.__doc__ or "").strip().splitlines()
+        _REGISTRY[key] = RewardSpec(key, fn, description or (doc[0] if doc else ""), params)
+        return fn
+
+    return decorate
+
+
+def unregister_reward(name: str) -> None:
+    """Remove a registered reward (for tests and notebooks)."""
+    _REGISTRY.pop(name, None)
+
+
+def get_reward(name: str) -> RewardSpec:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise KeyError(
+            f"unknown reward {name!r}; registered rewards: {', '.join(sorted(_REGISTRY))}"
+        ) from None
+
+
+def available_rewards() -> dict[str, str]:
+    """Registered reward names and their one-line descriptions."""
+    return {name: spec.description for name, spec in sorted(_REGISTRY.items())}
+
+
+# -- built-in terms -------------------------------------------------------------------------
+def _cause_right(answer: ParsedAnswer, label: OracleLabel) -> bool:
+    return answer.answer is not None and answer.answer.root_cause == label.cause
+
+
+def _true_slice(answer: ParsedAnswer, label: OracleLabel) -> str | None:
+    return answer.space.canonical_slice(label.slice) if label.slice else None
+
+
+@register_reward("format")
+def format_reward(answer: ParsedAnswer, label: OracleLabel) -> float:
+    """1 when an answer parsed, else 0."""
+    return 1.0 if answer.ok else 0.0
+
+
+@register_reward("cause_accuracy")
+def cause_accuracy(answer: ParsedAnswer, label: OracleLabel) -> float:
+    """1 when the root cause is right."""
+    return 1.0 if _cause_right(answer, label) else 0.0
+
+
+@register_reward("full_attribution")
+def full_attribution(answer: ParsedAnswer, label: OracleLabel) -> float:
+    """FullAttr@1: right cause and, where the cause takes a slice, exactly the right slice."""
+    if not _cause_right(answer, label):
+        return 0.0
+    if not answer.space.takes_slice(label.cause):
+        return 1.0
+    return 1.0 if answer.answer.slice == _true_slice(answer, label) else 0.0
+
+
+@register_reward("slice_jaccard")
+def slice_jaccard(answer: ParsedAnswer, label: OracleLabel) -> float:
+    """Jaccard similarity of the leaf cells covered by the predicted and true slices.
+
+    No slice covers the whole panel, so a slice broader than the truth is penalized by the
+    cells it adds. Independent of the cause; 0 on a format error.
+    """
+    if answer.answer is None:
+        return 0.0
+    return answer.space.jaccard(answer.answer.slice, _true_slice(answer, label))
+
+
+@register_reward("graded_attribution")
+def graded_attribution(answer: ParsedAnswer, label: OracleLabel) -> float:
+    """0 for a wrong cause; 1 for a right cause without a slice; 0.5 + 0.5 x slice Jaccard else."""
+    if not _cause_right(answer, label):
+        return 0.0
+    if not answer.space.takes_slice(label.cause):
+        return 1.0
+    return 0.5 + 0.5 * slice_jaccard(answer, label)
+
+
+@register_reward("tool_call_cost")
+def tool_call_cost(
+    answer: ParsedAnswer,
+    label: OracleLabel,
+    *,
+    cost: float = 0.01,
+    free_calls: int = 0,
+    max_penalty: float | None = None,
+) -> float:
+    """A penalty of ``cost`` per tool call beyond ``free_calls`` (submit excluded), <= 0."""
+    penalty = cost * max(0, int(answer.tool_calls) - int(free_calls))
+    if max_penalty is not None:
+        penalty = min(penalty, float(max_penalty))
+    return -float(penalty)
+
+
+@register_reward("impact_estimation")
+def impact_estimation(
+    answer: ParsedAnswer,
+    label: OracleLabel,
+    *,
+    kpi: str | None = None,
+    scope: str = "slice",
+    require_cause: bool = True,
+    min_denominator: float = 1.0,
+) -> float:
+    """1 - relative error of the agent's effect estimate against the label's, clipped to [0, 1].
+
+    The estimate is the answer's ``impact`` (factual minus counterfactual after the onset);
+    the truth is ``label.effect_in_slice[kpi]`` (``scope="slice"``) or
+    ``label.effect_overall[kpi]`` (``scope="overall"``). The KPI is ``kpi``, else the one the
+    answer names, else the label's only KPI. 0 when there is no estimate, the KPI is unknown,
+    or (with ``require_cause``) the cause is wrong.
+    """
+    if answer.answer is None or answer.answer.impact is None:
+        return 0.0
+    if require_cause and not _cause_right(answer, label):
+        return 0.0
+    effects = label.effect_in_slice if scope == "slice" else label.effect_overall
+    name = kpi or answer.answer.impact.kpi
+    if name is None and len(effects) == 1:
+        name = next(iter(effects))
+    if name is None or name not in effects:
+        return 0.0
+    if kpi is not None and answer.answer.impact.kpi not in (None, kpi):
+        return 0.0
+    truth = float(effects[name].effect)
+    estimate = float(answer.answer.impact.effect)
+    rel = abs(estimate - truth) / max(abs(truth), float(min_denominator))
+    return float(min(1.0, max(0.0, 1.0 - rel))) if math.isfinite(rel) else 0.0
+
+
+# -- composite --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RewardResult:
+    """A composite reward and its breakdown.
+
+    ``terms`` maps each term to its raw value, ``weights`` to its weight; ``score`` is the
+    weighted sum. ``to_dict()`` gives a flat dict of floats for trainers' loggers.
+    """
+
+    score: float
+    terms: Mapping[str, float]
+    weights: Mapping[str, float]
+    parse_ok: bool
+    parse_error: str | None = None
+    tool_calls: int = 0
+    turns: int = 0
+
+    def to_dict(self) -> dict[str, float]:
+        out = {"score": float(self.score)}
+        out.update({name: float(v) for name, v in self.terms.items()})
+        out["parse_ok"] = 1.0 if self.parse_ok else 0.0
+        out["tool_calls"] = float(self.tool_calls)
+        out["turns"] = float(self.turns)
+        return out
+
+
+@dataclass(frozen=True)
+class RewardTerm:
+    name: str
+    weight: float
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
+class CompositeReward:
+    """A weighted sum of registered reward terms, with the parse policy used to read answers.
+
+    ``terms`` maps a registered name to a weight, or to ``{"weight": w, **params}`` for a term
+    with parameters (e.g. ``{"tool_call_cost": {"weight": 1.0, "cost": 0.02}}``). The default
+    is :data:`TRACE_WEIGHTS`: 0.65 graded + 0.30 full + 0.05 format.
+    """
+
+    def __init__(
+        self,
+        terms: Mapping[str, Any] | None = None,
+        *,
+        parse: ParsePolicy | Mapping[str, Any] | None = None,
+    ):
+        terms = _plain(terms) if terms is not None else dict(TRACE_WEIGHTS)
+        if not terms:
+            raise ValueError("a composite reward needs at least one term")
+        built = []
+        for name, value in terms.items():
+            spec = get_reward(name)
+            if isinstance(value, Mapping):
+                value = dict(value)
+                weight = float(value.pop("weight", 1.0))
+                unknown = sorted(set(value) - set(spec.params))
+                if unknown:
+                    raise ValueError(
+                        f"reward {name!r} has no parameter(s) {unknown}; "
+                        f"its parameters: {sorted(spec.params) or '(none)'}"
+                    )
+                built.append(RewardTerm(name, weight, value))
+            else:
+                built.append(RewardTerm(name, float(value)))
+        self.terms: tuple[RewardTerm, ...] = tuple(built)
+        self.policy = parse if isinstance(parse, ParsePolicy) else ParsePolicy.from_config(parse)
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any] | None) -> CompositeReward:
+        """Build from a config: ``{"terms": {...}, "parse": {...}}`` or a bare terms mapping.
+
+        Accepts plain mappings and OmegaConf ``DictConfig`` (e.g. ``configs/reward/trace.yaml``).
+        """
+        cfg = _plain(cfg) if cfg is not None else {}
+        if "terms" not in cfg and "parse" not in cfg:
+            return cls(cfg or None)
+        unknown = sorted(set(cfg) - {"terms", "parse", "name", "description"})
+        if unknown:
+            raise ValueError(f"unknown reward config key(s) {unknown}; known: terms, parse, name")
+        return cls(cfg.get("terms"), parse=cfg.get("parse"))
+
+    @property
+    def weights(self) -> dict[str, float]:
+        return {t.name: t.weight for t in self.terms}
+
+    def config(self) -> dict[str, Any]:
+        """The configuration that rebuilds this reward (JSON-serializable)."""
+        terms = {
+            t.name: ({"weight": t.weight, **t.params} if t.params else t.weight) for t in self.terms
+        }
+        policy = self.policy
+        parse = {
+            "submit_tools": list(policy.submit_tools),
+            "max_answer_chars": policy.max_answer_chars,
+            "max_output_chars": policy.max_output_chars,
+            "max_answers": policy.max_answers,
+            "allow_extra_keys": policy.allow_extra_keys,
+            "submit_wrapper_keys": list(policy.submit_wrapper_keys),
+        }
+        return {"terms": terms, "parse": parse}
+
+    def __call__(self, answer: ParsedAnswer, label: OracleLabel) -> RewardResult:
+        values = {
+            t.name: float(get_reward(t.name).fn(answer, label, **t.params)) for t in self.terms
+        }
+        total = math.fsum(t.weight * values[t.name] for t in self.terms)
+        return RewardResult(
+            score=total,
+            terms=values,
+            weights=self.weights,
+            parse_ok=answer.ok,
+            parse_error=answer.error,
+            tool_calls=answer.tool_calls,
+            turns=answer.turns,
+        )
+
+    def parse(self, output: Any, space: AnswerSpace, **counts: Any) -> ParsedAnswer:
+        return parse_answer(output, space, policy=self.policy, **counts)
+
+    def score_output(
+        self,
+        output: Any,
+        label: OracleLabel,
+        space: AnswerSpace,
+        *,
+        tool_calls: int | None = None,
+        turns: int | None = None,
+    ) -> RewardResult:
+        """Parse an agent's output with this reward's policy, then score it."""
+        return self(self.parse(output, space, tool_calls=tool_calls, turns=turns), label)
+
+    def __repr__(self) -> str:
+        return f"CompositeReward({self.config()['terms']})"
+
+
+@register_reward("composite")
+def composite(
+    answer: ParsedAnswer, label: OracleLabel, *, terms: Mapping[str, Any] | None = None
+) -> float:
+    """Weighted sum of terms (default TRACE: 0.65 graded + 0.30 full + 0.05 format)."""
+    if terms is not None and "composite" in terms:
+        raise ValueError("a composite reward cannot contain itself")
+    return CompositeReward(terms)(answer, label).score
+
+
+def score_output(
+    output: Any,
+    label: OracleLabel,
+    space: AnswerSpace,
+    reward: CompositeReward | Mapping[str, Any] | None = None,
+    **counts: Any,
+) -> RewardResult:
+    """Parse ``output`` and score it against ``label`` (default reward: TRACE)."""
+    if not isinstance(reward, CompositeReward):
+        reward = CompositeReward.from_config(reward)
+    return reward.score_output(output, label, space, **counts)
+
+
+def _plain(cfg: Any) -> dict[str, Any]:
+    """A plain dict from a mapping or an OmegaConf config (without importing OmegaConf)."""
+    if hasattr(cfg, "_metadata") and type(cfg).__module__.startswith("omegaconf"):
+        from omegaconf import OmegaConf
+
+        cfg = OmegaConf.to_container(cfg, resolve=True)
+    if not isinstance(cfg, Mapping):
+        raise TypeError(f"a reward config must be a mapping, got {type(cfg).__name__}")
+    return {str(k): (_plain(v) if isinstance(v, Mapping) else v) for k, v in cfg.items()}
