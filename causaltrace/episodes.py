@@ -73,11 +73,18 @@ def episode_id(split: str, index: int) -> str:
     return f"{split}-{index:06d}"
 
 
-def build_episode(domain: Domain, spec: EpisodeSpec) -> Episode:
-    """Draw, simulate, render and label one attempt of an episode (deterministic in ``spec``)."""
+def build_episode(
+    domain: Domain, spec: EpisodeSpec, draw: InterventionDraw | None = None
+) -> Episode:
+    """Draw, simulate, render and label one attempt of an episode (deterministic in ``spec``).
+
+    ``draw`` replaces the sampled draw (for tests and ablations that need a given slice or
+    strength); every other random stream is the spec's.
+    """
     scm = domain.scm
     streams = episode_streams(spec.dataset_seed, spec.split, spec.index, spec.attempt)
-    draw = scm.point(spec.cause).sample(streams.draw, scm.panel, spec.slice_order)
+    sampled = scm.point(spec.cause).sample(streams.draw, scm.panel, spec.slice_order)
+    draw = sampled if draw is None else draw
     background = domain.background(streams.background)
     base = scm.intervene(background.interventions) if background.interventions else scm
     worlds = base.simulate(scm.interventions_for(draw), seed=streams.noise)

@@ -3,6 +3,7 @@
     causaltrace-generate dataset=ads_test
     causaltrace-generate dataset=ads_train dataset.n_episodes=10000 out_dir=data/train
     causaltrace-generate -m launcher=joblib num_workers=2 worker_index=0,1   # 2 processes
+    causaltrace-generate executor=ray num_workers=2                        # 2 Ray tasks
 
 Each multirun job is one worker; workers split the shards by index, so any number of them
 writes the same bytes, and re-running a command after a kill finishes the split.
@@ -17,18 +18,38 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from causaltrace.apps.config_dir import config_dir
-from causaltrace.generation import Job, acceptance_report, run
+from causaltrace.errors import CausalTraceError
+from causaltrace.generation import Job, acceptance_report, run, write_manifest
+from causaltrace.ray_executor import generate_with_ray
 
 
 def generate(cfg: DictConfig) -> dict:
     plain = OmegaConf.to_container(cfg, resolve=True)
     job = Job.from_config(plain)
-    summary = run(
-        job,
-        int(plain.get("worker_index", 0)),
-        int(plain.get("num_workers", 1)),
-        bool(plain.get("progress", True)),
-    )
+    executor = plain.get("executor", "local")
+    if executor == "ray":
+        ray_cfg = plain.get("ray") or {}
+        results = generate_with_ray(
+            plain,
+            int(plain.get("num_workers", 1)),
+            address=ray_cfg.get("address"),
+            num_cpus=ray_cfg.get("num_cpus"),
+        )
+        summary = {
+            "episodes": sum(r["episodes"] for r in results),
+            "attempts": sum(r["attempts"] for r in results),
+            "manifest_written": write_manifest(job) is not None,
+            "shards": [],
+        }
+    elif executor == "local":
+        summary = run(
+            job,
+            int(plain.get("worker_index", 0)),
+            int(plain.get("num_workers", 1)),
+            bool(plain.get("progress", True)),
+        )
+    else:
+        raise CausalTraceError(f"executor must be 'local' or 'ray', got {executor!r}")
     if summary["manifest_written"]:
         print(f"dataset complete: {job.out_dir}")
         print(acceptance_report(job.out_dir).to_string())
