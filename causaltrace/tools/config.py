@@ -1,0 +1,113 @@
+"""Limits and switches of the agent tools, and the errors the tool layer raises.
+
+Every limit lives in one frozen :class:`ToolConfig` so that an RL launcher can put it in its
+Hydra config and a benchmark can state exactly what it measured. Errors raised here are for the
+*operator* (bad config, no sandbox available); what the *agent* does wrong comes back as text in
+the tool result and never raises.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, Literal
+
+from causaltrace.errors import CausalTraceError
+
+MiB = 1024 * 1024
+GiB = 1024 * MiB
+
+SandboxPreference = Literal["auto", "bwrap", "unshare", "none"]
+
+# Distributions bound into the sandbox (with their installed dependencies). The generator's own
+# packages are refused by name, whatever the config says.
+DEFAULT_SANDBOX_PACKAGES = ("pandas", "numpy", "scipy", "duckdb", "pyarrow")
+# Modules imported once by each warm worker, before it is given an episode. ``scipy.stats`` is
+# left out on purpose: it costs about 35 MB and 0.3 s per worker and is imported on first use.
+DEFAULT_PRELOAD = ("numpy", "pandas", "pyarrow.parquet", "duckdb", "scipy")
+FORBIDDEN_PACKAGES = frozenset({"causaltrace", "domains"})
+
+
+class ToolError(CausalTraceError):
+    """The tool layer was misconfigured or misused by the host program (not by the agent)."""
+
+
+class SandboxUnavailableError(ToolError):
+    """No isolation could be set up for agent Python code, and unsandboxed mode was not allowed."""
+
+
+class SandboxError(ToolError):
+    """A sandboxed worker failed to start or broke the worker protocol."""
+
+
+@dataclass(frozen=True)
+class ToolConfig:
+    """Limits of the ``sql`` and ``python`` tools and of the sandbox they run in.
+
+    Output caps are in characters of the text returned to the agent. Resource limits apply to
+    each episode's Python process (and to each process it starts; ``max_processes`` counts
+    threads too, as the kernel does).
+    """
+
+    # sql tool
+    sql_max_rows: int = 100
+    sql_max_chars: int = 20_000
+    sql_timeout: float = 30.0
+    sql_memory_limit: str = "1GB"
+    sql_threads: int = 1
+    sql_compress: bool = True
+    # python tool
+    python_timeout: float = 30.0
+    python_max_output_chars: int = 20_000
+    memory_bytes: int = 2 * GiB
+    cpu_seconds: int = 600
+    max_processes: int = 64
+    max_file_bytes: int = 64 * MiB
+    tmp_bytes: int = 64 * MiB
+    max_open_files: int = 256
+    # sandbox and warm pool
+    sandbox: SandboxPreference = "auto"
+    allow_unsandboxed: bool = False
+    sandbox_packages: tuple[str, ...] = DEFAULT_SANDBOX_PACKAGES
+    preload: tuple[str, ...] = DEFAULT_PRELOAD
+    warm_workers: int = 2
+    spawn_concurrency: int = 2
+    worker_start_timeout: float = 120.0
+    host_threads: int = 8
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if numeric and (value < 0 or (value == 0 and f.name != "warm_workers")):
+                raise ToolError(f"ToolConfig.{f.name} must be positive, got {value!r}")
+        if self.sandbox not in ("auto", "bwrap", "unshare", "none"):
+            raise ToolError(
+                f"ToolConfig.sandbox must be 'auto', 'bwrap', 'unshare' or 'none', "
+                f"got {self.sandbox!r}"
+            )
+        if self.sandbox == "none" and not self.allow_unsandboxed:
+            raise ToolError(
+                "ToolConfig.sandbox='none' runs agent code without isolation; "
+                "it also needs allow_unsandboxed=True"
+            )
+        bad = FORBIDDEN_PACKAGES.intersection(self.sandbox_packages)
+        if bad:
+            raise ToolError(
+                f"ToolConfig.sandbox_packages lists {sorted(bad)}: the generator must never be "
+                "importable by agent code"
+            )
+        object.__setattr__(self, "sandbox_packages", tuple(self.sandbox_packages))
+        object.__setattr__(self, "preload", tuple(self.preload))
+
+    @classmethod
+    def from_mapping(cls, values: dict[str, Any] | None) -> ToolConfig:
+        """Build from a plain mapping (e.g. a Hydra node), naming any unknown key."""
+        values = dict(values or {})
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ToolError(f"unknown ToolConfig keys {unknown}; known keys: {sorted(known)}")
+        for key in ("sandbox_packages", "preload"):
+            if key in values:
+                values[key] = tuple(values[key])
+        return cls(**values)

@@ -1,0 +1,332 @@
+"""Warm Python workers: sandboxes started before any episode needs them.
+
+A worker is one sandbox running ``python_worker.py`` with pandas, numpy, duckdb and pyarrow
+already imported. Its episode directory is a private, empty *slot* on the host, bound read-only
+into the sandbox at ``/episode`` when the sandbox starts; when an episode claims the worker, the
+episode's visible files are hard-linked (or copied) into the slot and the worker is told to load
+them. A worker serves exactly one episode and is then killed with its slot, so nothing an agent
+leaves behind (files, variables, processes) reaches another episode. The pool keeps
+``warm_workers`` idle workers and refills in the background, ``spawn_concurrency`` at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import logging
+import os
+import platform
+import shutil
+import signal
+import struct
+import sys
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from causaltrace.tools.config import SandboxError, ToolConfig
+from causaltrace.tools.sandbox import Launcher
+
+log = logging.getLogger("causaltrace.tools")
+
+_HEADER = struct.Struct(">I")
+_STDERR_TAIL = 8192
+_SIGNAL_HINTS = {
+    "SIGKILL": ": the kernel or the host stopped it, most likely for using too much memory",
+    "SIGXCPU": ": the CPU time limit of the Python process was reached",
+    "SIGXFSZ": ": the file size limit was reached",
+    "SIGSEGV": ": it crashed",
+}
+
+
+class WorkerDied(Exception):
+    """The worker process ended (or broke the protocol) while a request was pending."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class WorkerProcess:
+    """One sandboxed worker, driven by length-prefixed JSON over its stdin and stdout."""
+
+    _ids = itertools.count(1)
+
+    def __init__(
+        self, proc: asyncio.subprocess.Process, slot: Path, launcher: Launcher, max_frame: int
+    ):
+        self.proc = proc
+        self.slot = slot
+        self.launcher = launcher
+        self.max_frame = max_frame
+        self.info: dict[str, Any] = {}
+        self.claimed = False
+        self.loaded = False
+        self._stderr = bytearray()
+        self._stderr_task = asyncio.create_task(self._drain_stderr())
+        self._lock = asyncio.Lock()
+
+    @property
+    def episode_dir(self) -> Path:
+        """The host directory whose contents the sandbox sees at its data directory."""
+        return self.slot / "episode"
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.returncode is None
+
+    @classmethod
+    async def start(cls, launcher: Launcher, slot_root: Path, config: ToolConfig) -> WorkerProcess:
+        slot = slot_root / f"w{next(cls._ids)}-{os.urandom(6).hex()}"
+        slot.mkdir(mode=0o755)
+        (slot / "episode").mkdir(mode=0o755)
+        try:
+            spec = launcher.spec(slot)
+            try:
+                proc = await asyncio.create_subprocess_exec(
+                    *spec.argv,
+                    stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                    env=spec.env,
+                    cwd="/",
+                    start_new_session=True,
+                    pass_fds=spec.pass_fds,
+                )
+            finally:
+                spec.close()
+        except BaseException:
+            shutil.rmtree(slot, ignore_errors=True)
+            raise
+        worker = cls(proc, slot, launcher, max_frame=8 * config.python_max_output_chars + 65536)
+        try:
+            hello = await asyncio.wait_for(worker._receive(), config.worker_start_timeout)
+        except (TimeoutError, WorkerDied) as exc:
+            await worker.close()
+            reason = "timed out" if isinstance(exc, TimeoutError) else exc.reason
+            raise SandboxError(
+                f"a {launcher.name} worker failed to start ({reason}): {worker.stderr_tail()}"
+            ) from None
+        except BaseException:
+            await worker.close()
+            raise
+        if hello.get("error"):
+            await worker.close()
+            raise SandboxError(f"a {launcher.name} worker failed to start: {hello['error']}")
+        if hello.get("python") != platform.python_version():
+            await worker.close()
+            raise SandboxError(
+                f"the {launcher.name} sandbox runs Python {hello.get('python')} with prefix "
+                f"{hello.get('prefix')!r}, not this interpreter ({platform.python_version()} at "
+                f"{sys.prefix!r}); its standard library is not reachable in the sandbox"
+            )
+        if launcher.sandboxed and hello.get("generator_importable"):
+            await worker.close()
+            raise SandboxError(
+                f"the {launcher.name} sandbox can import {hello['generator_importable']}: the "
+                "generator must not be reachable from agent code"
+            )
+        worker.info = hello
+        return worker
+
+    async def _drain_stderr(self) -> None:
+        stream = self.proc.stderr
+        assert stream is not None
+        with contextlib.suppress(Exception):
+            while chunk := await stream.read(4096):
+                self._stderr += chunk
+                del self._stderr[:-_STDERR_TAIL]
+
+    def stderr_tail(self) -> str:
+        return self._stderr.decode(errors="replace").strip()[-2000:] or "(no stderr)"
+
+    async def _receive(self) -> dict[str, Any]:
+        stdout = self.proc.stdout
+        assert stdout is not None
+        try:
+            (size,) = _HEADER.unpack(await stdout.readexactly(_HEADER.size))
+            if size > self.max_frame:
+                raise WorkerDied(f"protocol violation: a {size}-byte message")
+            message = json.loads(await stdout.readexactly(size))
+        except (asyncio.IncompleteReadError, ConnectionError) as exc:
+            raise WorkerDied(await self._death_reason()) from exc
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise WorkerDied("protocol violation: unreadable message") from exc
+        if not isinstance(message, dict):
+            raise WorkerDied("protocol violation: message is not an object")
+        return message
+
+    async def _death_reason(self) -> str:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.proc.wait(), 2.0)
+        code = self.proc.returncode
+        if code is None:
+            return "it closed its output"
+        # bwrap's init reports a worker killed by signal N as exit status 128 + N.
+        number = -code if code < 0 else code - 128 if code > 128 else 0
+        try:
+            name = signal.Signals(number).name if number else ""
+        except ValueError:
+            name = ""
+        if name:
+            return f"killed by {name}" + _SIGNAL_HINTS.get(name, "")
+        return f"it exited with status {code}"
+
+    async def request(self, message: dict[str, Any], timeout: float | None) -> dict[str, Any]:
+        """Send one request and wait for its answer; raise WorkerDied or TimeoutError."""
+        async with self._lock:
+            if not self.alive:
+                raise WorkerDied(await self._death_reason())
+            request_id = next(self._ids)
+            data = json.dumps({**message, "id": request_id}).encode()
+            stdin = self.proc.stdin
+            assert stdin is not None
+            try:
+                stdin.write(_HEADER.pack(len(data)) + data)
+                await stdin.drain()
+            except (ConnectionError, RuntimeError) as exc:
+                raise WorkerDied(await self._death_reason()) from exc
+
+            async def answer() -> dict[str, Any]:
+                while True:  # skip anything agent code wrote to the channel itself
+                    reply = await self._receive()
+                    if reply.get("id") == request_id:
+                        return reply
+
+            return await asyncio.wait_for(answer(), timeout)
+
+    def pids(self) -> list[int]:
+        """Host PIDs of the launcher and every process below it (for memory accounting)."""
+        out, todo = [], [self.proc.pid]
+        while todo:
+            pid = todo.pop()
+            out.append(pid)
+            with contextlib.suppress(OSError):
+                for task in os.listdir(f"/proc/{pid}/task"):
+                    with open(f"/proc/{pid}/task/{task}/children") as handle:
+                        todo.extend(int(p) for p in handle.read().split())
+        return out
+
+    def memory_pss(self) -> int:
+        """Proportional set size (bytes) of the worker's process tree: shared pages split."""
+        total = 0
+        for pid in self.pids():
+            with contextlib.suppress(OSError), open(f"/proc/{pid}/smaps_rollup") as handle:
+                for line in handle:
+                    if line.startswith("Pss:"):
+                        total += int(line.split()[1]) * 1024
+        return total
+
+    async def close(self) -> None:
+        """Kill the sandbox (its PID namespace dies with it) and delete the slot."""
+        if self.proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.kill()
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        # Wait for the exit and for both output pipes to reach end of file, so that asyncio
+        # closes the transport now rather than when it is garbage-collected (maybe after its
+        # event loop is gone).
+        with contextlib.suppress(BaseException):
+            await asyncio.wait_for(self._stderr_task, 10.0)
+        with contextlib.suppress(BaseException):
+            assert self.proc.stdout is not None
+            await asyncio.wait_for(self.proc.stdout.read(), 10.0)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.proc.wait(), 10.0)
+        self._stderr_task.cancel()
+        await asyncio.to_thread(shutil.rmtree, self.slot, True)
+
+
+class WorkerPool:
+    """Keeps ``config.warm_workers`` started workers ready to be claimed by new episodes."""
+
+    def __init__(self, launcher: Launcher, config: ToolConfig, slot_root: Path):
+        self.launcher = launcher
+        self.config = config
+        self.slot_root = slot_root
+        self._idle: deque[WorkerProcess] = deque()
+        self._refills: set[asyncio.Task[None]] = set()
+        self._spawn_slots = asyncio.Semaphore(config.spawn_concurrency)
+        self._ready = asyncio.Event()
+        self._closed = False
+        self.last_error: BaseException | None = None
+        self.spawned = 0
+
+    @property
+    def idle(self) -> int:
+        return len(self._idle)
+
+    def start(self) -> None:
+        self.refill()
+
+    async def wait_warm(self, timeout: float | None = None) -> None:
+        """Wait until the pool holds its target number of idle workers (for benchmarks)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while len(self._idle) < self.config.warm_workers:
+            if self.last_error is not None and not self._refills:
+                raise self.last_error
+            self._ready.clear()
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            await asyncio.wait_for(self._ready.wait(), remaining)
+
+    async def _spawn(self) -> WorkerProcess:
+        async with self._spawn_slots:
+            worker = await WorkerProcess.start(self.launcher, self.slot_root, self.config)
+            self.spawned += 1
+            return worker
+
+    def refill(self) -> None:
+        """Start workers in the background until ``warm_workers`` are idle or starting.
+
+        :meth:`claim` does not refill by itself: the claimer calls this once its episode is
+        loaded, so that starting a replacement does not compete for CPU with the start.
+        """
+        while not self._closed and len(self._idle) + len(self._refills) < self.config.warm_workers:
+            task = asyncio.create_task(self._refill_one())
+            self._refills.add(task)
+            task.add_done_callback(self._refills.discard)
+
+    async def _refill_one(self) -> None:
+        try:
+            worker = await self._spawn()
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            self.last_error = exc
+            log.error("causaltrace.tools: could not start a warm worker: %s", exc)
+            self._ready.set()
+            return
+        self.last_error = None
+        if self._closed:
+            await worker.close()
+            return
+        self._idle.append(worker)
+        self._ready.set()
+
+    async def claim(self) -> WorkerProcess:
+        """A started worker that has never served an episode (warm if one is idle)."""
+        if self._closed:
+            raise SandboxError("the worker pool is closed")
+        while self._idle:
+            worker = self._idle.popleft()
+            if worker.alive:
+                worker.claimed = True
+                return worker
+            await worker.close()
+        worker = await self._spawn()
+        worker.claimed = True
+        return worker
+
+    async def close(self) -> None:
+        self._closed = True
+        for task in list(self._refills):
+            task.cancel()
+        for task in list(self._refills):
+            with contextlib.suppress(BaseException):
+                await task
+        while self._idle:
+            await self._idle.popleft().close()

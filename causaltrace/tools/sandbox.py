@@ -1,0 +1,591 @@
+"""Isolation of agent Python code: how a worker process is launched.
+
+Agent code runs in a fresh set of Linux namespaces built by `bubblewrap
+<https://github.com/containers/bubblewrap>`_ (``bwrap``), the sandbox Flatpak uses, or, where
+``bwrap`` is missing, by util-linux ``unshare`` plus ``mount``/``pivot_root``/``setpriv``. In
+both cases the worker sees:
+
+* a new, empty root file system holding read-only binds of ``/usr`` (and the ``/bin``, ``/lib``
+  links), the interpreter with its standard library, the allowed data packages
+  (pandas, numpy, scipy, duckdb, pyarrow and their dependencies) under ``/opt/causaltrace/site``,
+  the worker script, and the episode's visible files at ``/episode`` (its working directory);
+* no site-packages directory of the host (each is masked by an empty tmpfs), hence neither
+  ``causaltrace`` nor ``domains``, nor any other installed package; no ``/home``, ``/root``,
+  ``/work``, host ``/tmp`` or ``/etc`` (so no labels, manifests, seeds or other episodes);
+* a private ``/proc`` (its own processes only), a minimal ``/dev``, a small private ``/tmp``;
+* no network (a new network namespace with only loopback), its own IPC, UTS and PID namespaces;
+* an empty environment apart from a few fixed variables;
+* no privileges: as root, the worker drops to a random unprivileged uid (``setpriv``) so that
+  ``RLIMIT_NPROC`` applies and counts this sandbox only; as a normal user, bwrap uses an
+  unprivileged user namespace (``--disable-userns`` forbids nesting another one).
+
+Resource limits (address space, CPU time, processes, file size) are set by the worker itself
+before it runs anything (see ``python_worker.py``). Where no sandbox can be built, agent code is
+refused unless the operator passes ``allow_unsandboxed=True``, which logs a loud warning.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib.metadata as metadata
+import importlib.util
+import json
+import logging
+import os
+import random
+import re
+import shlex
+import shutil
+import site
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import warnings
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from causaltrace.tools.config import (
+    FORBIDDEN_PACKAGES,
+    SandboxError,
+    SandboxUnavailableError,
+    ToolConfig,
+)
+
+log = logging.getLogger("causaltrace.tools")
+
+WORKER_SCRIPT = Path(__file__).with_name("python_worker.py")
+SANDBOX_SITE = "/opt/causaltrace/site"
+SANDBOX_WORKER = "/opt/causaltrace/python_worker.py"
+SANDBOX_DATA = "/episode"
+# Top-level entries of the host mirrored into the sandbox (read-only), as links or binds.
+SYSTEM_ROOTS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+SYSTEM_FILES = ("/etc/ld.so.cache",)
+SANDBOX_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "HOME": "/tmp",
+    "TMPDIR": "/tmp",
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "OMP_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "NUMEXPR_MAX_THREADS": "1",
+    "MALLOC_ARENA_MAX": "2",
+    # pyarrow's default pool (mimalloc) keeps what a Parquet read freed; malloc gives it back.
+    "ARROW_DEFAULT_MEMORY_POOL": "system",
+    "MPLCONFIGDIR": "/tmp",
+}
+# The environment of the launcher process itself: nothing from the host (a sandboxed process
+# could otherwise read it from /proc/1/environ).
+LAUNCHER_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+# Random uids for sandboxes started by root: high enough never to name a real account.
+SANDBOX_UID_RANGE = (1 << 30, (1 << 31) - 2)
+UNSANDBOXED_WARNING = (
+    "causaltrace.tools: RUNNING AGENT PYTHON CODE WITHOUT A SANDBOX (allow_unsandboxed=True). "
+    "Agent code can read any file this process can (labels, seeds, other episodes), import the "
+    "generator, use the network and read environment variables. Use this only for debugging "
+    "with trusted code; install bubblewrap (apt-get install bubblewrap) and allow user "
+    "namespaces for real runs."
+)
+
+
+@dataclass(frozen=True)
+class PythonRuntime:
+    """What of the host's Python the sandbox needs.
+
+    ``visible`` are host paths bound read-only at the same path (the interpreter binary, its
+    shared library, the standard library); ``site_units`` are (host path, name) pairs bound under
+    :data:`SANDBOX_SITE`: the top-level files and directories of the allowed distributions, as
+    listed in their installed ``RECORD``; ``masks`` are host directories hidden by an empty
+    tmpfs (every site-packages directory, and wherever the generator's code lives).
+    """
+
+    executable: str
+    visible: tuple[str, ...]
+    site_units: tuple[tuple[str, str], ...]
+    masks: tuple[str, ...]
+    host_site: tuple[str, ...]
+
+    @classmethod
+    def discover(cls, packages: tuple[str, ...]) -> PythonRuntime:
+        return _discover_runtime(tuple(packages))
+
+
+@functools.cache
+def _discover_runtime(packages: tuple[str, ...]) -> PythonRuntime:
+    executable = os.path.realpath(sys.executable)
+    paths = sysconfig.get_paths()
+    visible = [executable]
+    if sysconfig.get_config_var("Py_ENABLE_SHARED"):
+        libdir = sysconfig.get_config_var("LIBDIR") or ""
+        soname = sysconfig.get_config_var("INSTSONAME") or sysconfig.get_config_var("LDLIBRARY")
+        if libdir and soname and os.path.exists(os.path.join(libdir, soname)):
+            visible.append(os.path.realpath(os.path.join(libdir, soname)))
+    for key in ("stdlib", "platstdlib"):
+        path = os.path.realpath(paths[key])
+        if path not in visible:
+            visible.append(path)
+    host_site = _site_dirs()
+    masks = set(host_site)
+    for pattern in ("/usr/lib/python3*", "/usr/local/lib/python3*"):
+        for base in Path("/").glob(pattern.lstrip("/")):
+            for name in ("site-packages", "dist-packages"):
+                if (base / name).is_dir():
+                    masks.add(os.path.realpath(base / name))
+    masks.update(_generator_roots())
+    units = _distribution_units(packages)
+    return PythonRuntime(
+        executable=executable,
+        visible=tuple(visible),
+        site_units=tuple(sorted(units.items(), key=lambda kv: kv[1])),
+        masks=tuple(sorted(masks)),
+        host_site=tuple(host_site),
+    )
+
+
+def _site_dirs() -> list[str]:
+    dirs = list(site.getsitepackages())
+    with contextlib.suppress(AttributeError, OSError):
+        dirs.append(site.getusersitepackages())
+    paths = sysconfig.get_paths()
+    dirs += [paths["purelib"], paths["platlib"]]
+    out = []
+    for d in dirs:
+        if d and os.path.isdir(d):
+            real = os.path.realpath(d)
+            if real not in out:
+                out.append(real)
+    return out
+
+
+def _generator_roots() -> set[str]:
+    """Directories holding the generator's code (the repo root for an editable install)."""
+    roots = set()
+    for name in FORBIDDEN_PACKAGES:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        for location in (spec.submodule_search_locations or []) if spec else []:
+            roots.add(os.path.realpath(os.path.dirname(location)))
+    return roots
+
+
+def _normalize(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _distribution_units(packages: tuple[str, ...]) -> dict[str, str]:
+    """Host paths of the top-level entries of ``packages`` and their installed dependencies."""
+    units: dict[str, str] = {}
+    seen: set[str] = set()
+    todo = list(packages)
+    while todo:
+        name = todo.pop()
+        key = _normalize(name)
+        if key in seen:
+            continue
+        seen.add(key)
+        if key in FORBIDDEN_PACKAGES:
+            raise SandboxError(f"package {name!r} is the generator and may not enter the sandbox")
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            if name in packages:
+                raise SandboxError(
+                    f"package {name!r} (ToolConfig.sandbox_packages) is not installed"
+                ) from None
+            continue  # an optional dependency that is not installed
+        for requirement in dist.requires or []:
+            if "extra ==" in requirement or "extra==" in requirement:
+                continue
+            match = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
+            if match:
+                todo.append(match.group(1))
+        base = Path(dist.locate_file(""))
+        if dist.files is None:  # no RECORD (e.g. a Debian-packaged egg-info): use top_level.txt
+            for top in (dist.read_text("top_level.txt") or "").split():
+                if top.split(".")[0] in FORBIDDEN_PACKAGES:
+                    raise SandboxError(f"distribution {name!r} ships {top!r}, a generator name")
+                for host in [base / top, base / f"{top}.py", *base.glob(f"{top}.*.so")]:
+                    if host.exists():
+                        units[str(host)] = host.name
+        for file in dist.files or []:
+            parts = file.parts
+            if not parts or parts[0] == ".." or file.suffix == ".pth":
+                continue
+            rel = parts[0] if parts[0] != "__pycache__" else "/".join(parts[:2])
+            if parts[0] != "__pycache__" and len(parts) > 1 and parts[0].endswith(".data"):
+                continue
+            if parts[0].split(".")[0] in FORBIDDEN_PACKAGES:
+                raise SandboxError(
+                    f"distribution {dist.metadata['Name']!r} ships {parts[0]!r}, a name of the "
+                    "generator; it may not enter the sandbox"
+                )
+            host = base / rel
+            if host.exists():
+                units[str(host)] = rel
+    return units
+
+
+def _parents(paths: list[str]) -> list[str]:
+    """Every proper ancestor directory of ``paths`` except ``/``, parents first."""
+    out: list[str] = []
+    for path in paths:
+        parts = Path(path).parts[1:-1]
+        for i in range(1, len(parts) + 1):
+            parent = "/" + "/".join(parts[:i])
+            if parent not in out:
+                out.append(parent)
+    return out
+
+
+def _under(path: str, roots: list[str]) -> bool:
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """A command that starts one worker, and how to run it.
+
+    ``pass_fds`` are inherited by the command and must be closed by the caller once it has
+    started (:meth:`close`).
+    """
+
+    argv: tuple[str, ...]
+    env: dict[str, str]
+    sandboxed: bool
+    pass_fds: tuple[int, ...] = ()
+
+    def close(self) -> None:
+        for fd in self.pass_fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+class Launcher(ABC):
+    """Builds the command that starts a worker whose data directory is ``data_dir``."""
+
+    name: str = ""
+    sandboxed: bool = True
+
+    def __init__(self, config: ToolConfig):
+        self.config = config
+        self.runtime = PythonRuntime.discover(config.sandbox_packages)
+
+    def worker_config(self, data_dir: str, site_dirs: list[str]) -> dict[str, Any]:
+        c = self.config
+        return {
+            "site": site_dirs,
+            "data_dir": data_dir,
+            "sandboxed": self.sandboxed,
+            "preload": list(c.preload),
+            "max_output_chars": c.python_max_output_chars,
+            "limits": {
+                "memory_bytes": c.memory_bytes,
+                "cpu_seconds": c.cpu_seconds,
+                "max_processes": c.max_processes,
+                "max_file_bytes": c.max_file_bytes,
+                "max_open_files": c.max_open_files,
+            },
+        }
+
+    @abstractmethod
+    def spec(self, slot: Path, program: list[str] | None = None) -> LaunchSpec:
+        """The command for a worker whose files are ``slot/episode`` (``slot`` is private).
+
+        ``program`` replaces the worker script and its config on the interpreter's command line
+        (the probe runs ``-c <code>`` instead).
+        """
+
+    def data_dir(self, slot: Path) -> str:
+        """Where the worker sees its episode's files."""
+        return SANDBOX_DATA
+
+    def python_argv(self, slot: Path, program: list[str] | None) -> list[str]:
+        if program is None:
+            config = self.worker_config(self.data_dir(slot), [SANDBOX_SITE])
+            program = [SANDBOX_WORKER, json.dumps(config)]
+        return [self.runtime.executable, "-I", "-S", "-B", *program]
+
+    def drop_privileges(self) -> list[str]:
+        """As root: switch to a random unprivileged uid with no capabilities, via setpriv."""
+        if os.geteuid() != 0:
+            return []
+        setpriv = shutil.which("setpriv", path=LAUNCHER_ENV["PATH"])
+        if setpriv is None:
+            raise SandboxUnavailableError(
+                "setpriv (util-linux) is needed to drop root in the sandbox"
+            )
+        uid = random.randint(*SANDBOX_UID_RANGE)
+        return [
+            setpriv,
+            f"--reuid={uid}",
+            f"--regid={uid}",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+            "--no-new-privs",
+            "--pdeathsig=KILL",
+            "--",
+        ]
+
+    def probe(self) -> None:
+        """Start a throwaway sandbox running a trivial program; raise if that fails."""
+        code = "import os; assert not os.path.exists('/etc/passwd'); print('uid', os.getuid())"
+        with tempfile.TemporaryDirectory(prefix="causaltrace-probe-") as tmp:
+            slot = Path(tmp)
+            os.chmod(slot, 0o755)
+            (slot / "episode").mkdir(mode=0o755)
+            spec = self.spec(slot, ["-c", code])
+            try:
+                done = subprocess.run(
+                    spec.argv,
+                    env=spec.env,
+                    cwd="/",
+                    capture_output=True,
+                    timeout=60,
+                    start_new_session=True,
+                    stdin=subprocess.DEVNULL,
+                    pass_fds=spec.pass_fds,
+                )
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                raise SandboxError(f"{self.name}: cannot start a sandbox: {exc}") from None
+            finally:
+                spec.close()
+            if done.returncode != 0 or b"uid" not in done.stdout:
+                err = done.stderr.decode(errors="replace").strip()[-800:]
+                raise SandboxError(
+                    f"{self.name}: a test sandbox failed (exit status {done.returncode}): {err}"
+                )
+
+
+class BwrapLauncher(Launcher):
+    """Bubblewrap: every namespace unshared, a root file system made of read-only binds."""
+
+    name = "bwrap"
+
+    def __init__(self, config: ToolConfig):
+        super().__init__(config)
+        bwrap = shutil.which("bwrap", path=LAUNCHER_ENV["PATH"])
+        if bwrap is None:
+            raise SandboxUnavailableError("bwrap (bubblewrap) is not installed")
+        self.bwrap = bwrap
+
+    def spec(self, slot: Path, program: list[str] | None = None) -> LaunchSpec:
+        rt = self.runtime
+        args = [self.bwrap, "--die-with-parent", "--new-session"]
+        if os.geteuid() == 0:
+            # Real root needs no user namespace; the worker drops to a random uid (setpriv).
+            args += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"]
+            args += ["--unshare-cgroup-try", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        else:
+            args += ["--unshare-all", "--unshare-user", "--disable-userns"]
+        args += ["--hostname", "sandbox"]
+        visible_roots = []
+        for root in SYSTEM_ROOTS:
+            if os.path.islink(root):
+                args += ["--symlink", os.readlink(root), root]
+            elif os.path.isdir(root):
+                args += ["--ro-bind", root, root]
+                visible_roots.append(root)
+        binds = [p for p in (*SYSTEM_FILES, *rt.visible) if os.path.exists(p)]
+        binds = [p for p in binds if not _under(p, visible_roots)]
+        # bwrap gives the parents it creates the host's modes (/root is 0700): open them up so
+        # the unprivileged sandbox uid can reach what is bound below them.
+        for parent in _parents([*binds, SANDBOX_WORKER, SANDBOX_SITE + "/x"]):
+            args += ["--perms", "0755", "--dir", parent]
+        for path in binds:
+            args += ["--ro-bind", path, path]
+        visible_roots += list(rt.visible)
+        for mask in rt.masks:
+            if _under(mask, visible_roots) and mask not in ("/", "/usr"):
+                args += ["--tmpfs", mask, "--remount-ro", mask]
+        for host, rel in rt.site_units:
+            args += ["--ro-bind", host, f"{SANDBOX_SITE}/{rel}"]
+        args += ["--ro-bind", str(WORKER_SCRIPT), SANDBOX_WORKER]
+        args += ["--ro-bind", str(slot / "episode"), SANDBOX_DATA]
+        args += ["--proc", "/proc", "--dev", "/dev"]
+        size = str(self.config.tmp_bytes)
+        args += ["--perms", "1777", "--size", size, "--tmpfs", "/tmp"]
+        args += ["--perms", "1777", "--size", size, "--tmpfs", "/dev/shm"]
+        args += ["--remount-ro", "/", "--chdir", SANDBOX_DATA, "--clearenv"]
+        for key, value in SANDBOX_ENV.items():
+            args += ["--setenv", key, value]
+        command = [*self.drop_privileges(), *self.python_argv(slot, program)]
+        # Hand the options over through a memfd (--args) so that the sandbox's /proc/1/cmdline
+        # shows no host path (the slot directory, the worker script's location).
+        fd = os.memfd_create("bwrap-args", os.MFD_CLOEXEC)
+        os.write(fd, b"".join(a.encode() + b"\0" for a in args[1:]))
+        os.lseek(fd, 0, os.SEEK_SET)
+        argv = (self.bwrap, "--args", str(fd), "--", *command)
+        return LaunchSpec(argv, dict(LAUNCHER_ENV), sandboxed=True, pass_fds=(fd,))
+
+
+class UnshareLauncher(Launcher):
+    """Fallback without bwrap: ``unshare`` namespaces, a shell script of binds, ``pivot_root``.
+
+    The script runs inside the new namespaces (as real root, or as root of a new user namespace
+    for a normal user), builds the root file system in a tmpfs, pivots into it and execs the
+    worker through ``setpriv`` with every capability dropped.
+    """
+
+    name = "unshare"
+
+    def __init__(self, config: ToolConfig):
+        super().__init__(config)
+        tools = {
+            t: shutil.which(t, path=LAUNCHER_ENV["PATH"]) for t in ("unshare", "setpriv", "sh")
+        }
+        missing = [t for t, p in tools.items() if p is None]
+        if missing:
+            raise SandboxUnavailableError(f"unshare fallback needs {missing} (util-linux)")
+        self.tools = tools
+
+    def spec(self, slot: Path, program: list[str] | None = None) -> LaunchSpec:
+        rt = self.runtime
+        q = shlex.quote
+        root = slot / "root"
+        root.mkdir(mode=0o700, exist_ok=True)
+        lines = [
+            "set -eu",
+            f"R={q(str(root))}",
+            'mount -t tmpfs -o mode=0755,size=4m tmpfs "$R"',
+            # Read-only bind of a directory or file, keeping locked flags of the source mount.
+            'b() { if [ -d "$1" ]; then mkdir -p "$R$2"; else mkdir -p "$(dirname "$R$2")";'
+            ' : > "$R$2"; fi; mount --bind "$1" "$R$2";'
+            ' mount -o remount,bind,ro,nosuid,nodev "$R$2" 2>/dev/null ||'
+            ' mount -o remount,bind,ro,nosuid,nodev,noexec "$R$2"; }',
+        ]
+        visible_roots = []
+        links = []
+        for top in SYSTEM_ROOTS:
+            if os.path.islink(top):
+                links.append(f'ln -s {q(os.readlink(top))} "$R"{q(top)}')
+            elif os.path.isdir(top):
+                lines.append(f"b {q(top)} {q(top)}")
+                visible_roots.append(top)
+        for path in SYSTEM_FILES:
+            if os.path.exists(path):
+                lines.append(f"b {q(path)} {q(path)}")
+        for path in rt.visible:
+            if not _under(path, visible_roots):
+                lines.append(f"b {q(path)} {q(path)}")
+        visible_roots += list(rt.visible)
+        for mask in rt.masks:
+            if _under(mask, visible_roots) and mask not in ("/", "/usr"):
+                lines.append(f'mount -t tmpfs -o ro,size=4k,mode=0755 tmpfs "$R"{q(mask)}')
+        for host, rel in rt.site_units:
+            lines.append(f"b {q(host)} {q(SANDBOX_SITE + '/' + rel)}")
+        lines.append(f"b {q(str(WORKER_SCRIPT))} {SANDBOX_WORKER}")
+        lines.append(f"b {q(str(slot / 'episode'))} {SANDBOX_DATA}")
+        size = self.config.tmp_bytes
+        lines += [
+            'mkdir -p "$R/proc" "$R/dev" "$R/tmp"',
+            'mount -t proc -o nosuid,nodev,noexec proc "$R/proc"',
+            'mount -t tmpfs -o mode=0755,nosuid,size=1m tmpfs "$R/dev"',
+            'for d in null zero full random urandom tty; do : > "$R/dev/$d";'
+            ' mount --bind "/dev/$d" "$R/dev/$d"; done',
+            'mkdir -p "$R/dev/shm" "$R/dev/pts"',
+            f'mount -t tmpfs -o mode=1777,nosuid,nodev,size={size} tmpfs "$R/dev/shm"',
+            'ln -s /proc/self/fd "$R/dev/fd"',
+            f'mount -t tmpfs -o mode=1777,nosuid,nodev,size={size} tmpfs "$R/tmp"',
+            *links,
+            'cd "$R"',
+            "mkdir .oldroot",
+            "pivot_root . .oldroot",
+            "cd /",
+            "umount -l /.oldroot",
+            "rmdir /.oldroot",
+            "mount -o remount,ro,bind /",
+            "echo 0 > /proc/sys/user/max_user_namespaces 2>/dev/null || true",
+            f"cd {SANDBOX_DATA}",
+        ]
+        env = " ".join(f"{k}={q(v)}" for k, v in SANDBOX_ENV.items())
+        if os.geteuid() == 0:
+            drop = self.drop_privileges()
+        else:
+            drop = [
+                self.tools["setpriv"],
+                "--inh-caps=-all",
+                "--bounding-set=-all",
+                "--securebits=+noroot,+noroot_locked,+no_setuid_fixup,+no_setuid_fixup_locked",
+                "--no-new-privs",
+                "--pdeathsig=KILL",
+                "--",
+            ]
+        command = [*drop, *self.python_argv(slot, program)]
+        lines.append(f"exec /usr/bin/env -i {env} " + " ".join(q(a) for a in command))
+        script = "\n".join(lines)
+        args = [self.tools["unshare"], "--mount", "--pid", "--net", "--ipc", "--uts", "--fork"]
+        args += ["--kill-child", "--propagation", "private"]
+        if os.geteuid() != 0:
+            args += ["--user", "--map-root-user"]
+        args += ["--", self.tools["sh"], "-c", script, "sandbox-setup"]
+        return LaunchSpec(tuple(args), dict(LAUNCHER_ENV), sandboxed=True)
+
+
+class UnsandboxedLauncher(Launcher):
+    """No isolation at all: only for debugging with trusted code (loud warning)."""
+
+    name = "none"
+    sandboxed = False
+
+    def data_dir(self, slot: Path) -> str:
+        return str(slot / "episode")
+
+    def spec(self, slot: Path, program: list[str] | None = None) -> LaunchSpec:
+        if program is None:
+            config = self.worker_config(self.data_dir(slot), list(self.runtime.host_site))
+            program = [str(WORKER_SCRIPT), json.dumps(config)]
+        argv = [self.runtime.executable, "-I", "-S", "-B", *program]
+        env = {**LAUNCHER_ENV, **{k: v for k, v in SANDBOX_ENV.items() if k != "PATH"}}
+        return LaunchSpec(tuple(argv), env, sandboxed=False)
+
+    def probe(self) -> None:
+        return None
+
+
+_LAUNCHERS: dict[str, type[Launcher]] = {"bwrap": BwrapLauncher, "unshare": UnshareLauncher}
+
+
+def select_launcher(config: ToolConfig) -> Launcher:
+    """The first sandbox that works on this machine, per ``config.sandbox``.
+
+    ``"auto"`` tries bwrap, then unshare; each candidate is probed by starting a throwaway
+    sandbox. If none works, :class:`SandboxUnavailableError` explains why, unless the config
+    allows unsandboxed mode, which is then used with a loud warning.
+    """
+    if config.sandbox == "none":
+        return _unsandboxed(config, reasons=["ToolConfig.sandbox='none'"])
+    names = ["bwrap", "unshare"] if config.sandbox == "auto" else [config.sandbox]
+    reasons = []
+    for name in names:
+        try:
+            launcher = _LAUNCHERS[name](config)
+            launcher.probe()
+            return launcher
+        except (SandboxUnavailableError, SandboxError) as exc:
+            reasons.append(str(exc))
+    if config.allow_unsandboxed:
+        return _unsandboxed(config, reasons)
+    raise SandboxUnavailableError(
+        "cannot isolate agent Python code on this machine, so it will not run: "
+        + "; ".join(reasons)
+        + ". Install bubblewrap (apt-get install bubblewrap) and allow unprivileged user "
+        "namespaces (sysctl kernel.unprivileged_userns_clone=1, or on Ubuntu 24.04+ "
+        "kernel.apparmor_restrict_unprivileged_userns=0), or run as root. To run agent code "
+        "WITHOUT isolation (unsafe, debugging only), pass allow_unsandboxed=True."
+    )
+
+
+def _unsandboxed(config: ToolConfig, reasons: list[str]) -> Launcher:
+    message = UNSANDBOXED_WARNING + " Reason: " + "; ".join(reasons)
+    log.critical(message)
+    warnings.warn(message, RuntimeWarning, stacklevel=3)
+    print(message, file=sys.stderr)
+    return UnsandboxedLauncher(config)

@@ -1,0 +1,469 @@
+"""The asyncio API: one :class:`ToolRuntime` per process, one :class:`EpisodeTools` per episode.
+
+RL rollouts run many episodes concurrently in one event loop::
+
+    async with ToolRuntime(ToolConfig()) as runtime:
+        async with runtime.episode("/data/ep-000017/visible") as tools:
+            print(await tools.sql("SELECT count(*) FROM orders"))
+            print(await tools.python("orders.groupby('region').revenue.sum()"))
+
+Tool calls never raise for anything the agent does: bad SQL, exceptions, timeouts, a crashed
+worker all come back as text. They raise only for host-side problems (closed episode, no
+sandbox). :class:`SyncToolRuntime` and :func:`open_episode` wrap the same API for blocking code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+import threading
+import weakref
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from causaltrace.tools.config import ToolConfig, ToolError
+from causaltrace.tools.episode import EpisodeData
+from causaltrace.tools.pool import WorkerDied, WorkerPool, WorkerProcess
+from causaltrace.tools.sandbox import Launcher, select_launcher
+from causaltrace.tools.sql import SqlTool
+
+TOOL_NAMES = ("sql", "python")
+
+
+class ToolRuntime:
+    """Process-wide state: the sandbox launcher, the warm worker pool, a thread pool for SQL."""
+
+    def __init__(self, config: ToolConfig | None = None):
+        self.config = config or ToolConfig()
+        self.launcher: Launcher | None = None
+        self.pool: WorkerPool | None = None
+        self.executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._slot_root: Path | None = None
+        self._episodes: set[EpisodeTools] = set()
+
+    @property
+    def sandbox(self) -> str:
+        """Name of the isolation in use: ``"bwrap"``, ``"unshare"`` or ``"none"``."""
+        if self.launcher is None:
+            raise ToolError("ToolRuntime is not started; use 'async with ToolRuntime(...)'")
+        return self.launcher.name
+
+    async def start(self) -> ToolRuntime:
+        if self.pool is not None:
+            return self
+        self.launcher = await asyncio.to_thread(select_launcher, self.config)
+        self._slot_root = Path(tempfile.mkdtemp(prefix="causaltrace-tools-"))
+        # If close() is never called, still remove the slots at exit (sandboxes die with us).
+        self._cleanup = weakref.finalize(self, shutil.rmtree, str(self._slot_root), True)
+        self.executor = concurrent.futures.ThreadPoolExecutor(
+            self.config.host_threads, thread_name_prefix="causaltrace-sql"
+        )
+        self.pool = WorkerPool(self.launcher, self.config, self._slot_root)
+        self.pool.start()
+        return self
+
+    async def wait_warm(self, timeout: float | None = None) -> None:
+        """Wait until ``warm_workers`` sandboxes are started and idle (raises if they fail)."""
+        if self.pool is None:
+            raise ToolError("ToolRuntime is not started; use 'async with ToolRuntime(...)'")
+        await self.pool.wait_warm(timeout)
+
+    async def close(self) -> None:
+        for episode in list(self._episodes):
+            await episode.close()
+        if self.pool is not None:
+            await self.pool.close()
+        if self.executor is not None:
+            self.executor.shutdown(wait=True, cancel_futures=True)
+        if self._slot_root is not None:
+            self._cleanup()
+        self.pool = self.executor = self._slot_root = None
+
+    async def __aenter__(self) -> ToolRuntime:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def episode(self, episode_dir: str | os.PathLike[str]) -> EpisodeTools:
+        """The tools of one episode; use as ``async with`` (or call ``start``/``close``)."""
+        if self.pool is None:
+            raise ToolError("ToolRuntime is not started; use 'async with ToolRuntime(...)'")
+        return EpisodeTools(self, episode_dir)
+
+
+class EpisodeTools:
+    """The ``sql`` and ``python`` tools of one episode.
+
+    :meth:`start` only checks the episode directory and sets both tools loading in the
+    background (a warm sandbox is claimed and given the files; DuckDB loads the tables), so that
+    loading overlaps with whatever comes before the agent's first call (its first generation).
+    A tool call waits for its own tool; :meth:`ready` waits for both and raises any loading
+    error. Calls of one episode run one at a time, in call order; calls of different episodes
+    run concurrently.
+    """
+
+    def __init__(self, runtime: ToolRuntime, episode_dir: str | os.PathLike[str]):
+        self.runtime = runtime
+        self.config = runtime.config
+        self.episode_dir = Path(episode_dir)
+        self.episode: EpisodeData | None = None
+        self._sql: SqlTool | None = None
+        self._worker: WorkerProcess | None = None
+        self._sql_loading: asyncio.Future[SqlTool] | None = None
+        self._worker_loading: asyncio.Task[WorkerProcess] | None = None
+        self._compaction: asyncio.Future[None] | None = None
+        self._sql_lock = asyncio.Lock()
+        self._python_lock = asyncio.Lock()
+        self._closed = False
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.restarts = 0
+
+    @property
+    def tables(self) -> tuple[str, ...]:
+        return tuple(self.episode.tables) if self.episode else ()
+
+    async def start(self, wait: bool = False) -> EpisodeTools:
+        """Validate the episode and start loading both tools; with ``wait``, also :meth:`ready`."""
+        if self._closed:
+            raise ToolError("this episode's tools are closed")
+        if self.episode is None:
+            self.episode = EpisodeData.from_dir(self.episode_dir)
+            self.runtime._episodes.add(self)
+            loop = asyncio.get_running_loop()
+            self._sql_loading = loop.run_in_executor(self.runtime.executor, self._load_sql)
+            self._worker_loading = loop.create_task(self._new_worker())
+        if wait:
+            await self.ready()
+        return self
+
+    def _load_sql(self) -> SqlTool:
+        assert self.episode is not None
+        c = self.config
+        return SqlTool(
+            self.episode,
+            max_rows=c.sql_max_rows,
+            max_chars=c.sql_max_chars,
+            memory_limit=c.sql_memory_limit,
+            threads=c.sql_threads,
+        )
+
+    async def ready(self) -> None:
+        """Wait until both tools are loaded; raise :class:`ToolError` if one failed to load."""
+        self._check_open()
+        async with self._sql_lock:
+            await self._sql_tool()
+        async with self._python_lock:
+            await self._python_worker()
+
+    async def _sql_tool(self) -> SqlTool:
+        """The loaded DuckDB tool (called under the sql lock)."""
+        if self._sql is None:
+            assert self._sql_loading is not None
+            try:
+                self._sql = await asyncio.shield(self._sql_loading)
+            except ToolError:
+                raise
+            except Exception as exc:
+                raise ToolError(
+                    f"the sql tool could not load {str(self.episode_dir)!r}: {exc}"
+                ) from exc
+            if self.config.sql_compress:  # compress DuckDB's copy while the agent thinks
+                loop = asyncio.get_running_loop()
+                self._compaction = loop.run_in_executor(self.runtime.executor, self._sql.compact)
+        return self._sql
+
+    async def _python_worker(self) -> WorkerProcess:
+        """The loaded worker (called under the python lock)."""
+        if self._worker is None:
+            task, self._worker_loading = self._worker_loading, None
+            self._worker = await asyncio.shield(task) if task else await self._new_worker()
+        return self._worker
+
+    async def __aenter__(self) -> EpisodeTools:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        self._closed = True
+        self.runtime._episodes.discard(self)
+        loading, self._worker_loading = self._worker_loading, None
+        if loading is not None:
+            with contextlib.suppress(BaseException):
+                self._worker = self._worker or await loading
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            await worker.close()
+        if self._sql is None and self._sql_loading is not None:
+            with contextlib.suppress(BaseException):
+                self._sql = await self._sql_loading
+        sql, self._sql = self._sql, None
+        if self._compaction is not None:
+            with contextlib.suppress(BaseException):
+                await self._compaction
+        if sql is not None:
+            sql.interrupt()
+            executor = self.runtime.executor
+            if executor is not None:
+                await asyncio.get_running_loop().run_in_executor(executor, sql.close)
+            else:
+                sql.close()
+        for task in list(self._tasks):
+            with contextlib.suppress(BaseException):
+                await task
+
+    def _check_open(self) -> None:
+        if self._closed or self.episode is None:
+            raise ToolError(
+                "episode tools are not started or already closed; use 'async with "
+                "runtime.episode(dir) as tools'"
+            )
+
+    async def _new_worker(self) -> WorkerProcess:
+        assert self.runtime.pool is not None and self.episode is not None
+        pool = self.runtime.pool
+        worker = await pool.claim()
+        try:
+            await asyncio.to_thread(self.episode.install_into, worker.episode_dir)
+            reply = await worker.request({"op": "load"}, self.config.worker_start_timeout)
+            if not reply.get("ok"):
+                raise ToolError(
+                    f"the python worker could not load the episode: {reply.get('error')}"
+                )
+            worker.loaded = True
+            return worker
+        except WorkerDied as exc:
+            await worker.close()
+            raise ToolError(
+                f"the python worker died while loading {str(self.episode_dir)!r}: {exc.reason}; "
+                f"{worker.stderr_tail()}"
+            ) from None
+        except BaseException:
+            await worker.close()
+            raise
+        finally:
+            pool.refill()
+
+    # -- tools -----------------------------------------------------------------------------
+    async def sql(self, query: str) -> str:
+        """Run a read-only DuckDB query; the result (or error) as text."""
+        self._check_open()
+        loop = asyncio.get_running_loop()
+        async with self._sql_lock:
+            sql = await self._sql_tool()
+            future = loop.run_in_executor(self.runtime.executor, sql.run, query)
+            try:
+                return await asyncio.wait_for(asyncio.shield(future), self.config.sql_timeout)
+            except TimeoutError:
+                sql.interrupt()
+                with contextlib.suppress(Exception):
+                    await future
+                return (
+                    f"Error: the query was stopped after {self.config.sql_timeout:g} s (time "
+                    "limit). Aggregate earlier, filter, or avoid large joins."
+                )
+
+    async def python(self, code: str) -> str:
+        """Execute code in the episode's persistent namespace; its output as text."""
+        self._check_open()
+        if not isinstance(code, str):
+            return "Error: code must be a string."
+        async with self._python_lock:
+            timeout = self.config.python_timeout
+            worker = await self._python_worker()
+            try:
+                reply = await worker.request({"op": "exec", "code": code}, timeout)
+            except TimeoutError:
+                return await self._restart(
+                    f"Error: the code was still running after {timeout:g} s (time limit) and "
+                    "was stopped."
+                )
+            except WorkerDied as exc:
+                return await self._restart(
+                    f"Error: the Python process stopped while running this code ({exc.reason})."
+                )
+            except asyncio.CancelledError:
+                # The caller gave up on this call: the worker may still be running it, so it
+                # cannot serve the next one. Replace it on the next call.
+                worker, self._worker = self._worker, None
+                if worker is not None:
+                    self._background(worker.close())
+                raise
+            if not reply.get("ok"):
+                return f"Error: {reply.get('error')}"
+            return self._render(reply)
+
+    def _background(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _restart(self, message: str) -> str:
+        worker, self._worker = self._worker, None
+        self.restarts += 1
+        if worker is not None:
+            await worker.close()
+        try:
+            self._worker = await self._new_worker()
+            tail = (
+                " The Python namespace was restarted: variables from earlier calls are gone; "
+                "the episode's tables are loaded again."
+            )
+        except Exception:
+            tail = " The Python namespace could not be restarted yet; it will be on the next call."
+        return message + tail
+
+    def _render(self, reply: Mapping[str, Any]) -> str:
+        """Join stdout, low-level output and the error or value; cap and say what was cut."""
+        cap = self.config.python_max_output_chars
+        parts, dropped = [], 0
+        for key in ("stdout", "fd_output", "error" if reply.get("error") else "result"):
+            text = str(reply.get(key) or "")
+            dropped += max(0, int(reply.get(key + "_total") or 0) - len(text))
+            if text:
+                parts.append(text.rstrip("\n"))
+        body = "\n".join(parts)
+        full = len(body) + dropped
+        if full > cap:
+            body = body[:cap].rstrip("\n")
+            body += f"\n[output truncated: showing the first {len(body)} of {full} characters]"
+        return body or "(no output)"
+
+    async def call(self, name: str, arguments: str | Mapping[str, Any]) -> str:
+        """Dispatch a tool call as an LLM emits it: a name and JSON (or dict) arguments."""
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments) if arguments.strip() else {}
+            except ValueError as exc:
+                return f"Error: the arguments are not valid JSON: {exc}"
+        if not isinstance(arguments, Mapping):
+            return "Error: the arguments must be a JSON object."
+        if name == "sql":
+            query = arguments.get("query")
+            if not isinstance(query, str):
+                return "Error: the sql tool needs a string argument 'query'."
+            return await self.sql(query)
+        if name == "python":
+            code = arguments.get("code")
+            if not isinstance(code, str):
+                return "Error: the python tool needs a string argument 'code'."
+            return await self.python(code)
+        return f"Error: unknown tool {name!r}; available tools: {', '.join(TOOL_NAMES)}."
+
+    # -- accounting ------------------------------------------------------------------------
+    async def memory_usage(self) -> dict[str, int]:
+        """Bytes held for this episode: DuckDB's tables and the worker's PSS (after compaction)."""
+        await self.ready()
+        sql = self._sql
+        assert sql is not None
+        if self._compaction is not None:
+            await self._compaction
+        sql_bytes = await asyncio.get_running_loop().run_in_executor(
+            self.runtime.executor, sql.memory_bytes
+        )
+        worker_pss = self._worker.memory_pss() if self._worker else 0
+        return {"sql_bytes": sql_bytes, "python_pss_bytes": worker_pss}
+
+
+class SyncToolRuntime:
+    """A :class:`ToolRuntime` driven from blocking code through a private event-loop thread."""
+
+    def __init__(self, config: ToolConfig | None = None):
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="causaltrace-tools", daemon=True
+        )
+        self._thread.start()
+        self.runtime = ToolRuntime(config)
+        try:
+            self._run(self.runtime.start())
+        except BaseException:
+            self._stop()
+            raise
+
+    def run(self, coro: Any) -> Any:
+        """Run a coroutine on this runtime's event loop and return its result (blocking)."""
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    _run = run
+
+    def episode(self, episode_dir: str | os.PathLike[str]) -> SyncEpisodeTools:
+        tools = self.runtime.episode(episode_dir)
+        self._run(tools.start(wait=True))
+        return SyncEpisodeTools(self, tools)
+
+    def close(self) -> None:
+        if self._loop.is_closed():
+            return
+        try:
+            self._run(self.runtime.close())
+        finally:
+            self._stop()
+
+    def _stop(self) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
+
+    def __enter__(self) -> SyncToolRuntime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class SyncEpisodeTools:
+    """Blocking ``sql``/``python``/``call`` of one episode (see :class:`EpisodeTools`)."""
+
+    def __init__(self, owner: SyncToolRuntime, tools: EpisodeTools, owns_runtime: bool = False):
+        self._owner = owner
+        self.tools = tools
+        self._owns_runtime = owns_runtime
+
+    @property
+    def tables(self) -> tuple[str, ...]:
+        return self.tools.tables
+
+    def sql(self, query: str) -> str:
+        return self._owner._run(self.tools.sql(query))
+
+    def python(self, code: str) -> str:
+        return self._owner._run(self.tools.python(code))
+
+    def call(self, name: str, arguments: str | Mapping[str, Any]) -> str:
+        return self._owner._run(self.tools.call(name, arguments))
+
+    def close(self) -> None:
+        if not self._owner._loop.is_closed():
+            self._owner._run(self.tools.close())
+        if self._owns_runtime:
+            self._owner.close()
+
+    def __enter__(self) -> SyncEpisodeTools:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_episode(
+    episode_dir: str | os.PathLike[str], config: ToolConfig | None = None
+) -> SyncEpisodeTools:
+    """Blocking tools of one episode with a private runtime (scripts, notebooks, debugging)."""
+    config = config or ToolConfig(warm_workers=0)
+    owner = SyncToolRuntime(config)
+    try:
+        tools = owner.runtime.episode(episode_dir)
+        owner._run(tools.start(wait=True))
+    except BaseException:
+        owner.close()
+        raise
+    return SyncEpisodeTools(owner, tools, owns_runtime=True)
