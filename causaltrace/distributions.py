@@ -79,6 +79,49 @@ def _quantile(
     return hi.reshape(shape).astype(np.int64)
 
 
+_WALK_STEPS = 24
+
+
+def _walk(
+    k: np.ndarray,
+    cdf_k: np.ndarray,
+    pmf_k: np.ndarray,
+    u: np.ndarray,
+    up: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    down: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    top: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Walk from ``k`` (with its CDF and PMF) to the smallest k' with cdf(k') >= u, using the
+    PMF recurrences pmf(k+1) = pmf(k) * up(k) and pmf(k-1) = pmf(k) * down(k): after one CDF
+    and one PMF evaluation each step costs a multiplication. Returns the quantiles and a mask
+    of the elements settled within ``_WALK_STEPS`` steps (the others need a search)."""
+    k, c, f = k.copy(), cdf_k.copy(), pmf_k.copy()
+    settled = np.zeros(k.shape, dtype=bool)
+    # Upwards while cdf(k) < u.
+    idx = np.flatnonzero(c < u)
+    for _ in range(_WALK_STEPS):
+        if idx.size == 0:
+            break
+        f[idx] *= up(k[idx], idx)
+        k[idx] += 1
+        c[idx] += f[idx]
+        idx = idx[(c[idx] < u[idx]) & (k[idx] < top[idx])]
+    stuck_up = np.zeros(k.shape, dtype=bool)
+    stuck_up[idx] = True
+    # Downwards while cdf(k - 1) = cdf(k) - pmf(k) >= u.
+    idx = np.flatnonzero(~stuck_up & (k > 0) & (c - f >= u))
+    for _ in range(_WALK_STEPS):
+        if idx.size == 0:
+            break
+        c[idx] -= f[idx]
+        f[idx] *= down(k[idx], idx)
+        k[idx] -= 1
+        idx = idx[(k[idx] > 0) & (c[idx] - f[idx] >= u[idx])]
+    settled[:] = ~stuck_up
+    settled[idx] = False
+    return k, settled
+
+
 def _select(a: np.ndarray, idx: np.ndarray | None) -> np.ndarray:
     return a if idx is None else a[idx]
 
@@ -86,10 +129,31 @@ def _select(a: np.ndarray, idx: np.ndarray | None) -> np.ndarray:
 def poisson_icdf(lam: np.ndarray, u: np.ndarray) -> np.ndarray:
     """Poisson quantile of ``u`` with mean ``lam`` (int64, broadcast shape)."""
     lam, u = np.broadcast_arrays(np.maximum(np.asarray(lam, dtype=np.float64), 0.0), u)
-    z = special.ndtri(np.clip(u, 1e-15, 1 - 1e-15))
-    guess = lam + np.sqrt(lam) * z + (z * z - 1.0) / 6.0
-    flat = lam.ravel()
-    return _quantile(lambda k, i: special.pdtr(k, _select(flat, i)), guess, u)
+    out = np.zeros(lam.shape)
+    live = lam > 0
+    if live.any():
+        ll, ul = lam[live], u[live]
+        z = special.ndtri(np.clip(ul, 1e-15, 1 - 1e-15))
+        guess = ll + np.sqrt(ll) * z + (z * z - 1.0) / 6.0
+        k0 = np.maximum(np.rint(guess), 0.0)
+        log_pmf = k0 * np.log(ll) - ll - special.gammaln(k0 + 1)
+        k, settled = _walk(
+            k0,
+            special.pdtr(k0, ll),
+            np.exp(log_pmf),
+            ul,
+            up=lambda k, i: ll[i] / (k + 1.0),
+            down=lambda k, i: k / ll[i],
+            top=np.full(ll.shape, np.inf),
+        )
+        if not settled.all():
+            rest = ~settled
+            lr = ll[rest]
+            k[rest] = _quantile(
+                lambda kk, i: special.pdtr(kk, _select(lr, i)), guess[rest], ul[rest]
+            )
+        out[live] = k
+    return out.astype(np.int64)
 
 
 def binomial_icdf(n: np.ndarray, p: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -109,9 +173,34 @@ def binomial_icdf(n: np.ndarray, p: np.ndarray, u: np.ndarray) -> np.ndarray:
         nl, pl, ul = n[live], p[live], u[live]
         z = special.ndtri(np.clip(ul, 1e-15, 1 - 1e-15))
         guess = nl * pl + np.sqrt(nl * pl * (1.0 - pl)) * z + (1.0 - 2.0 * pl) * (z * z - 1.0) / 6.0
-        out[live] = _quantile(
-            lambda k, i: _binom_cdf(k, _select(nl, i), _select(pl, i)), guess, ul, upper=nl
+        k0 = np.minimum(np.maximum(np.rint(guess), 0.0), nl)
+        odds = pl / (1.0 - pl)
+        log_pmf = (
+            special.gammaln(nl + 1)
+            - special.gammaln(k0 + 1)
+            - special.gammaln(nl - k0 + 1)
+            + k0 * np.log(pl)
+            + (nl - k0) * np.log1p(-pl)
         )
+        k, settled = _walk(
+            k0,
+            _binom_cdf(k0, nl, pl),
+            np.exp(log_pmf),
+            ul,
+            up=lambda k, i: (nl[i] - k) / (k + 1.0) * odds[i],
+            down=lambda k, i: k / (nl[i] - k + 1.0) / odds[i],
+            top=nl,
+        )
+        if not settled.all():  # far from the guess (extreme tails): exact search
+            rest = ~settled
+            nr, pr = nl[rest], pl[rest]
+            k[rest] = _quantile(
+                lambda kk, i: _binom_cdf(kk, _select(nr, i), _select(pr, i)),
+                guess[rest],
+                ul[rest],
+                upper=nr,
+            )
+        out[live] = k
     return out.astype(np.int64)
 
 
@@ -135,8 +224,33 @@ def negbinom_icdf(mean: np.ndarray, dispersion: float, u: np.ndarray) -> np.ndar
     z = special.ndtri(np.clip(u, 1e-15, 1 - 1e-15))
     sd = np.sqrt(mean + mean * mean / r)
     guess = mean + sd * z + (2.0 - p) / np.sqrt(r * (1.0 - p) + 1e-300) * sd * (z * z - 1.0) / 6.0
-    fp = p.ravel()
-    return _quantile(lambda k, i: special.betainc(r, k + 1.0, _select(fp, i)), guess, u)
+    fp, fu = p.ravel(), u.ravel()
+    k0 = np.maximum(np.rint(guess.ravel()), 0.0)
+    log_pmf = (
+        special.gammaln(k0 + r)
+        - special.gammaln(r)
+        - special.gammaln(k0 + 1)
+        + r * np.log(fp)
+        + k0 * np.log1p(-fp)
+    )
+    k, settled = _walk(
+        k0,
+        special.betainc(r, k0 + 1.0, fp),
+        np.exp(log_pmf),
+        fu,
+        up=lambda k, i: (k + r) / (k + 1.0) * (1.0 - fp[i]),
+        down=lambda k, i: k / ((k - 1.0 + r) * (1.0 - fp[i])),
+        top=np.full(fp.shape, np.inf),
+    )
+    if not settled.all():
+        rest = ~settled
+        pr = fp[rest]
+        k[rest] = _quantile(
+            lambda kk, i: special.betainc(r, kk + 1.0, _select(pr, i)),
+            guess.ravel()[rest],
+            fu[rest],
+        )
+    return k.reshape(mean.shape).astype(np.int64)
 
 
 def normal_icdf(u: np.ndarray) -> np.ndarray:

@@ -383,4 +383,31 @@ def open_episode(out_dir: str | Path, episode: str, cache_dir: str | Path | None
     domain = dataset_domain(out_dir)
     built = build_episode(domain, find_spec(out_dir, episode))
     write_episode_dir(target, built.tables, built.prompt, domain.data_dictionary())
+    _check_frozen(layout, episode, target)
     return target
+
+
+def _check_frozen(layout: DatasetLayout, episode: str, directory: Path) -> None:
+    """If the manifest froze this episode's files (a materialized split shipped without its
+    tables), a rebuild must reproduce them byte for byte; otherwise the generator changed."""
+    if not layout.manifest.exists():
+        return
+    prefix = f"public/episodes/{episode}/"
+    frozen = {
+        rel[len(prefix) :]: digest
+        for shard in json_load(layout.manifest)["shards"]
+        for rel, digest in shard["files"].items()
+        if rel.startswith(prefix)
+    }
+    changed = sorted(
+        name for name, digest in frozen.items() if sha256_file(directory / name) != digest
+    )
+    if changed:
+        for path in directory.iterdir():
+            path.unlink()
+        raise CausalTraceError(
+            f"episode {episode}: rebuilding gives different bytes for {changed} than the split "
+            f"froze: the generator changed since (package version "
+            f"{json_load(layout.manifest)['package_version']}). Use the frozen tables, or "
+            f"the package version that made them."
+        )

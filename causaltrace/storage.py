@@ -34,6 +34,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o644)  # readable by a sandbox user, like any other data file
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()

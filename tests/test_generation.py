@@ -220,3 +220,21 @@ def test_ray_tasks_write_the_same_bytes(one_worker, tmp_path):
     generate_cli(out, "executor=ray", "num_workers=2", "ray.num_cpus=2")
     a, b = dataset_files(one_worker), dataset_files(out)
     assert a.keys() == b.keys() and [k for k in a if a[k] != b[k]] == []
+
+
+def test_frozen_split_without_tables_rebuilds_or_fails_loudly(one_worker, tmp_path, monkeypatch):
+    """A materialized split shipped without its tables (manifest, index, specs and labels only)
+    rebuilds each episode and checks it against the frozen checksums."""
+    import shutil
+
+    shipped = tmp_path / "shipped"
+    shutil.copytree(one_worker, shipped, ignore=shutil.ignore_patterns("episodes"))
+    rebuilt = open_episode(shipped, "smoke-000004")
+    assert dataset_files(rebuilt) == dataset_files(one_worker / "public/episodes/smoke-000004")
+
+    from domains.ads.domain import AdsDomain
+
+    original = AdsDomain.task_prompt
+    monkeypatch.setattr(AdsDomain, "task_prompt", lambda self, t: original(self, t) + " ")
+    with pytest.raises(CausalTraceError, match=r"prompt.txt.*generator changed"):
+        open_episode(shipped, "smoke-000007")

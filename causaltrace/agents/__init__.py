@@ -1,0 +1,12 @@
+"""Agents that investigate episodes through the environment's tools.
+
+An agent drives one :class:`~causaltrace.env.DiagnosisSession`: it sends turns (tool calls and
+text) with ``await session.turn(...)`` until the session is done. Built-in agents: ``random``
+(a uniformly random answer: the floor) and ``openai`` (any OpenAI-compatible chat server).
+Domains add their own (the ads domain's ``teacher`` and ``localizer``) through the
+``causaltrace.agents`` entry-point group.
+"""
+
+from causaltrace.agents.base import Agent, available_agents, make_agent, register_agent
+
+__all__ = ["Agent", "available_agents", "make_agent", "register_agent"]

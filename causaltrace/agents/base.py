@@ -1,0 +1,67 @@
+"""The agent interface and registry."""
+
+from __future__ import annotations
+
+import contextlib
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from importlib.metadata import entry_points
+from typing import Any, ClassVar
+
+import numpy as np
+
+from causaltrace.errors import CausalTraceError
+
+ENTRY_POINT_GROUP = "causaltrace.agents"
+_BUILTIN: dict[str, Callable[..., Agent]] = {}
+
+
+class Agent(ABC):
+    """Investigates one episode at a time. ``config`` is the agent's (Hydra) config mapping.
+
+    Agents see only what an LLM sees: the prompt (``session.prompt``), the tool schemas and the
+    tool outputs returned by ``session.turn``. They never touch labels or seeds; the harness
+    passes each episode its own ``rng`` (derived from the evaluation seed and the episode id).
+    """
+
+    name: ClassVar[str] = ""
+
+    def __init__(self, config: Mapping[str, Any] | None = None):
+        self.config = dict(config or {})
+
+    @abstractmethod
+    async def run(self, session, rng: np.random.Generator) -> None:
+        """Drive ``session`` until ``session.done`` (submit, or a budget runs out)."""
+
+
+def register_agent(name: str) -> Callable[[type[Agent]], type[Agent]]:
+    """Register a built-in agent class under ``name``."""
+
+    def decorate(cls: type[Agent]) -> type[Agent]:
+        _BUILTIN[name] = cls
+        return cls
+
+    return decorate
+
+
+def available_agents() -> list[str]:
+    _load_builtins()
+    return sorted(set(_BUILTIN) | {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)})
+
+
+def make_agent(name: str, config: Mapping[str, Any] | None = None) -> Agent:
+    """An agent by registered name (built-in or from the ``causaltrace.agents`` entry points)."""
+    _load_builtins()
+    if name in _BUILTIN:
+        return _BUILTIN[name](config)
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name == name:
+            return ep.load()(config)
+    raise CausalTraceError(f"unknown agent {name!r}; available: {', '.join(available_agents())}")
+
+
+def _load_builtins() -> None:
+    from causaltrace.agents import random_agent  # noqa: F401  (registers itself)
+
+    with contextlib.suppress(ImportError):  # the openai agent needs the optional client
+        from causaltrace.agents import openai_agent  # noqa: F401

@@ -1,0 +1,280 @@
+"""One episode of the environment: tool calls with budgets, submit, reward, transcript.
+
+A turn is one assistant message; it may carry several tool calls. Each tool call costs one
+unit of the ``max_tool_calls`` budget and each turn one unit of ``max_turns``; a call past a
+budget ends the episode (truncated) with no attribution reward. ``submit`` ends it (terminated)
+and scores the answer against the label; the agent only reads "Submission received."
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from causaltrace.env.source import DatasetSource
+from causaltrace.storage import atomic_write_text
+
+SUBMITTED = "Submission received. The episode is over."
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """Budgets, reward weights and where transcripts go (``configs/env/default.yaml``)."""
+
+    max_tool_calls: int = 30
+    max_turns: int = 40
+    reward: Mapping[str, Any] = field(default_factory=dict)  # {} = the TRACE composite
+    transcript_dir: str | None = None
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any] | None) -> EnvConfig:
+        data = dict(data or {})
+        known = {"max_tool_calls", "max_turns", "reward", "transcript_dir"}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            from causaltrace.errors import CausalTraceError
+
+            raise CausalTraceError(f"env config: unknown key(s) {unknown}; known: {sorted(known)}")
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A tool call as an LLM emits it. ``arguments`` is a JSON string or a mapping."""
+
+    name: str
+    arguments: str | Mapping[str, Any] = "{}"
+    id: str | None = None
+
+    @classmethod
+    def of(cls, action: Any) -> ToolCall:
+        """From a ``ToolCall``, an OpenAI ``{"function": {"name", "arguments"}}`` dict, or a
+        ``{"name", "arguments"}`` dict."""
+        if isinstance(action, ToolCall):
+            return action
+        if isinstance(action, Mapping):
+            fn = action.get("function") if isinstance(action.get("function"), Mapping) else action
+            return cls(str(fn.get("name", "")), fn.get("arguments") or "{}", action.get("id"))
+        raise TypeError(f"an action is a tool call ({{'name', 'arguments'}}), not {action!r}")
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """What a step returns: ``observation`` for the agent, the rest for the caller."""
+
+    observation: str
+    reward: float
+    terminated: bool
+    truncated: bool
+    info: dict[str, Any]
+
+
+def submit_tool(space) -> dict[str, Any]:
+    """The submit tool's OpenAI schema for a domain: flat strings, causes as an enum."""
+    dims = ", ".join(name for name, _ in space.dimensions)
+    return {
+        "type": "function",
+        "function": {
+            "name": "submit",
+            "description": "Submit the final diagnosis and end the episode (call it once).",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "root_cause": {
+                        "type": "string",
+                        "enum": list(space.causes),
+                        "description": "The root cause.",
+                    },
+                    "slice": {
+                        "type": "string",
+                        "description": (
+                            "The affected slice as dim=level or dim=level&dim=level over "
+                            f"{dims}; empty for causes that act on the whole account."
+                        ),
+                    },
+                },
+                "required": ["root_cause", "slice"],
+            },
+        },
+    }
+
+
+def tool_schemas_for(space) -> list[dict[str, Any]]:
+    """sql, python and the domain's submit, in OpenAI function-calling format."""
+    from causaltrace.tools.schemas import tool_schemas
+
+    return [*tool_schemas(("sql", "python")), submit_tool(space)]
+
+
+class DiagnosisSession:
+    """The asyncio core of one episode. Use ``async with``; tools are started on entry."""
+
+    def __init__(
+        self, runtime, source: DatasetSource, episode: str, config: EnvConfig | None = None
+    ):
+        self.runtime, self.source, self.episode = runtime, source, episode
+        self.config = config or EnvConfig()
+        self.prompt = source.prompt(episode)
+        self.tool_calls = 0
+        self.turns = 0
+        self.done = False
+        self.result: dict[str, Any] | None = None
+        self.messages: list[dict[str, Any]] = [{"role": "user", "content": self.prompt}]
+        self.events: list[dict[str, Any]] = []
+        self._tools = None
+        self._started = time.perf_counter()
+
+    async def __aenter__(self) -> DiagnosisSession:
+        self._tools = self.runtime.episode(self.source.visible_dir(self.episode))
+        await self._tools.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._tools is not None:
+            await self._tools.close()
+            self._tools = None
+        if self.config.transcript_dir:
+            self.write_transcript(Path(self.config.transcript_dir) / f"{self.episode}.jsonl")
+
+    async def turn(
+        self,
+        calls: Sequence[Any],
+        content: str | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> list[StepResult]:
+        """One assistant message with its tool calls; returns one result per call."""
+        if self.done:
+            raise RuntimeError(f"episode {self.episode} is over")
+        calls = [ToolCall.of(c) for c in calls]
+        self.turns += 1
+        message: dict[str, Any] = {"role": "assistant", "content": content}
+        if calls:
+            message["tool_calls"] = [
+                {
+                    "id": c.id or f"call_{self.turns}_{i}",
+                    "type": "function",
+                    "function": {
+                        "name": c.name,
+                        "arguments": c.arguments
+                        if isinstance(c.arguments, str)
+                        else json.dumps(c.arguments),
+                    },
+                }
+                for i, c in enumerate(calls)
+            ]
+        if extra:
+            message.update(extra)
+        self.messages.append(message)
+        results = []
+        if not calls:
+            results.append(await self._answer_in_text(content))
+        for i, call in enumerate(calls):
+            if self.done:
+                break
+            result = await self._call(call, message["tool_calls"][i]["id"])
+            results.append(result)
+        if not self.done and self.turns >= self.config.max_turns:
+            results.append(self._truncate("turn budget exhausted"))
+        return results
+
+    async def step(self, action: Any) -> StepResult:
+        """A turn with exactly one tool call (the Gymnasium-style unit)."""
+        return (await self.turn([action]))[0]
+
+    async def _call(self, call: ToolCall, call_id: str) -> StepResult:
+        if call.name == "submit":
+            return self._submit({"name": "submit", "arguments": call.arguments})
+        if self.tool_calls >= self.config.max_tool_calls:
+            return self._truncate("tool-call budget exhausted")
+        self.tool_calls += 1
+        started = time.perf_counter()
+        observation = await self._tools.call(call.name, call.arguments)
+        elapsed = time.perf_counter() - started
+        self.messages.append(
+            {"role": "tool", "tool_call_id": call_id, "name": call.name, "content": observation}
+        )
+        self.events.append(
+            {"tool": call.name, "seconds": round(elapsed, 4), "chars": len(observation)}
+        )
+        return StepResult(
+            observation, 0.0, False, False, {"tool_calls": self.tool_calls, "turns": self.turns}
+        )
+
+    async def _answer_in_text(self, content: str | None) -> StepResult:
+        """A turn without tool calls: the final message is the answer (if it holds one)."""
+        return self._submit(self.messages[1:])
+
+    def _submit(self, output: Any) -> StepResult:
+        from causaltrace.scoring import CompositeReward
+
+        reward = CompositeReward.from_config(self.config.reward or None)
+        parsed = reward.parse(
+            output, self.source.answer_space, tool_calls=self.tool_calls, turns=self.turns
+        )
+        scored = reward(parsed, self.source.label(self.episode))
+        self.done = True
+        self.result = {
+            "reason": "submitted",
+            "parse_error": parsed.error,
+            "answer": None if parsed.answer is None else parsed.answer.to_dict(),
+            "reward": scored.to_dict(),
+        }
+        if isinstance(output, Mapping):
+            self.messages.append({"role": "tool", "name": "submit", "content": SUBMITTED})
+        return StepResult(SUBMITTED, scored.score, True, False, self._info())
+
+    def _truncate(self, reason: str) -> StepResult:
+        from causaltrace.scoring import CompositeReward, ParsedAnswer
+
+        reward = CompositeReward.from_config(self.config.reward or None)
+        parsed = ParsedAnswer(
+            None,
+            self.source.answer_space,
+            error=reason,
+            tool_calls=self.tool_calls,
+            turns=self.turns,
+        )
+        scored = reward(parsed, self.source.label(self.episode))
+        self.done = True
+        self.result = {
+            "reason": reason,
+            "parse_error": reason,
+            "answer": None,
+            "reward": scored.to_dict(),
+        }
+        return StepResult(
+            f"The episode is over: {reason}.", scored.score, False, True, self._info()
+        )
+
+    def _info(self) -> dict[str, Any]:
+        return {"tool_calls": self.tool_calls, "turns": self.turns, **(self.result or {})}
+
+    def transcript(self) -> dict[str, Any]:
+        """Everything needed to replay the episode (the label is added by evaluators only)."""
+        return {
+            "episode_id": self.episode,
+            "messages": self.messages,
+            "events": self.events,
+            "tool_calls": self.tool_calls,
+            "turns": self.turns,
+            "seconds": round(time.perf_counter() - self._started, 3),
+            "result": self.result,
+        }
+
+    def write_transcript(self, path: Path) -> None:
+        record = self.transcript()
+        lines = [
+            json.dumps(
+                {"type": "meta", **{k: v for k, v in record.items() if k != "messages"}},
+                sort_keys=True,
+            )
+        ]
+        lines += [json.dumps({"type": "message", **m}, sort_keys=True) for m in self.messages]
+        atomic_write_text(path, "\n".join(lines) + "\n")
