@@ -181,7 +181,13 @@ class DiagnosisSession:
             result = await self._call(call, message["tool_calls"][i]["id"])
             results.append(result)
         if not self.done and self.turns >= self.config.max_turns:
-            results.append(self._truncate("turn budget exhausted"))
+            # The turn's last tool output still reaches the agent, with the end of the episode.
+            end = self._truncate("turn budget exhausted")
+            last = results.pop() if results else None
+            observation = (
+                end.observation if last is None else f"{last.observation}\n\n{end.observation}"
+            )
+            results.append(StepResult(observation, end.reward, False, True, end.info))
         return results
 
     async def step(self, action: Any) -> StepResult:
