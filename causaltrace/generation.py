@@ -327,7 +327,7 @@ def acceptance_report(out_dir: str | Path):
     counts = frame.groupby("cause").size()
     grouped.insert(0, "episodes", counts)
     grouped.insert(2, "acceptance", (counts / grouped["attempts"]).round(3))
-    return grouped.drop(columns=["slice_order"]).sort_index()
+    return grouped.drop(columns=["slice_order"], errors="ignore").sort_index()
 
 
 def load_index(out_dir: str | Path) -> list[dict[str, Any]]:

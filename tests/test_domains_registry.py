@@ -15,7 +15,7 @@ def test_example_domain_is_registered():
 
 def test_load_by_path_and_errors():
     assert load_domain("domains.example:ExampleDomain").name == "example"
-    with pytest.raises(DomainError, match="unknown domain 'nope'.*example"):
+    with pytest.raises(DomainError, match=r"unknown domain 'nope'.*example"):
         load_domain("nope")
     with pytest.raises(DomainError, match="cannot load domain"):
         load_domain("domains.example:Missing")
@@ -40,3 +40,39 @@ def test_cli_simulate_prints_summary(capsys):
     visits = next(line for line in out.splitlines() if line.startswith("visits"))
     factual, counterfactual = (float(v) for v in visits.split()[1:3])
     assert factual < counterfactual
+
+
+def test_example_domain_runs_the_whole_pipeline(tmp_path):
+    """A domain is a folder: the example domain generates a verified dataset and an agent runs
+    through the sandboxed environment, with no engine change."""
+    import asyncio
+
+    from causaltrace.agents import make_agent
+    from causaltrace.env import DatasetSource, DiagnosisSession
+    from causaltrace.generation import Job, acceptance_report, run
+    from causaltrace.tools import ToolConfig, ToolRuntime
+
+    job = Job.from_config(
+        {
+            "out_dir": str(tmp_path),
+            "domain": {"name": "example"},
+            "dataset": {"name": "ex", "split": "ex", "seed": 1, "n_episodes": 6, "shard_size": 3},
+        }
+    )
+    assert run(job, show_progress=False)["manifest_written"]
+    assert acceptance_report(tmp_path)["episodes"].sum() == 6
+    source = DatasetSource(tmp_path)
+
+    async def episode():
+        async with (
+            ToolRuntime(ToolConfig()) as runtime,
+            DiagnosisSession(runtime, source, source.episode_ids[0]) as session,
+        ):
+            out = await session.step(
+                {"name": "sql", "arguments": {"query": "SELECT sum(orders) AS o FROM shop_daily"}}
+            )
+            await make_agent("random").run(session, np.random.default_rng(1))
+            return out.observation, session.result
+
+    observation, result = asyncio.run(episode())
+    assert "o" in observation and result["reason"] == "submitted"

@@ -18,6 +18,7 @@ from causaltrace import (
     Uniform,
 )
 from domains.example.mechanisms import BinomialThin, ChannelRate, Demand, PoissonCount
+from domains.example.reports import ExampleEvidence, alert_text, render_tables
 
 CHANNELS = ("search", "social", "email")
 REGIONS = ("north", "south", "east", "west")
@@ -103,3 +104,39 @@ class ExampleDomain(Domain):
             ),
         ]
         return SCM(nodes, panel, points, name="example-webshop")
+
+    # -- what the analyst sees (the hooks a dataset needs) ---------------------------------
+    def render(self, world, draw, background, rng):
+        return render_tables(self.scm.panel, world)
+
+    def task_prompt(self, tables) -> str:
+        causes = "\n".join(
+            f"- {n}: {p.description}" for n, p in self.scm.intervention_points.items()
+        )
+        return (
+            f"ALERT: {alert_text(tables)}.\nThe table shop_daily has daily visits, orders "
+            f"and tracked orders by channel and region. The cause is one of:\n{causes}\n"
+            "Answer with submit(root_cause, slice); the slice is dim=level over channel "
+            "and region (empty for TRAFFIC_DROP)."
+        )
+
+    def data_dictionary(self):
+        return {
+            "shop_daily": {
+                "date": "day",
+                "channel": "marketing channel",
+                "region": "region",
+                "visits": "site visits",
+                "orders": "real orders",
+                "tracked_orders": "orders the analytics tag recorded",
+            }
+        }
+
+    def kpi_totals(self, world, mask, onset):
+        return {
+            k: float(world[k][mask][:, onset:].sum())
+            for k in ("visits", "orders", "tracked_orders")
+        }
+
+    def evidence(self, tables):
+        return ExampleEvidence(self.scm.panel, tables)
