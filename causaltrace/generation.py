@@ -411,3 +411,17 @@ def _check_frozen(layout: DatasetLayout, episode: str, directory: Path) -> None:
             f"{json_load(layout.manifest)['package_version']}). Use the frozen tables, or "
             f"the package version that made them."
         )
+
+
+def materialize(out_dir: str | Path, show_progress: bool = True) -> int:
+    """Open every episode of a dataset (rebuilding and checking lazy or shipped ones); returns
+    the number of episodes."""
+    ids = [row["episode_id"] for row in load_index(out_dir)]
+    bar = _progress_bar(len(ids), "materialize", show_progress)
+    for episode in ids:
+        open_episode(out_dir, episode)
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    return len(ids)
