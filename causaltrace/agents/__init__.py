@@ -7,6 +7,12 @@ Domains add their own (the ads domain's ``teacher`` and ``localizer``) through t
 ``causaltrace.agents`` entry-point group.
 """
 
-from causaltrace.agents.base import Agent, available_agents, make_agent, register_agent
+from causaltrace.agents.base import (
+    Agent,
+    available_agents,
+    end_episode,
+    make_agent,
+    register_agent,
+)
 
-__all__ = ["Agent", "available_agents", "make_agent", "register_agent"]
+__all__ = ["Agent", "available_agents", "end_episode", "make_agent", "register_agent"]

@@ -33,6 +33,21 @@ class Agent(ABC):
     async def run(self, session, rng: np.random.Generator) -> None:
         """Drive ``session`` until ``session.done`` (submit, or a budget runs out)."""
 
+    async def end_episode(self, session, error: str) -> None:
+        """End ``session`` without an answer after a failure the agent cannot recover from."""
+        await end_episode(session, error)
+
+
+async def end_episode(session, error: str) -> None:
+    """End an unfinished episode without an answer and record ``error`` in its transcript.
+
+    The session is finished with ``error`` as its reason (no attribution reward); its last
+    assistant message carries ``"error": error`` for evaluators. A session that is already done
+    is left alone.
+    """
+    if not session.done:
+        await session.finish(str(error))
+
 
 def register_agent(name: str) -> Callable[[type[Agent]], type[Agent]]:
     """Register a built-in agent class under ``name``."""

@@ -1,7 +1,7 @@
 """``causaltrace-inspect``: look at one episode of a dataset.
 
-    causaltrace-inspect datasets/ads_test test-000012 --plot kpi.png
-    causaltrace-inspect datasets/ads_test test-000012 --show-label
+    causaltrace-inspect data/ads_test test-000012 --plot kpi.png
+    causaltrace-inspect data/ads_test test-000012 --show-label
 
 Prints the agent-visible tables with their row counts and the prompt; ``--plot`` writes a PNG
 of the alerted KPI over time against its counterfactual (rebuilt from the private spec); the

@@ -1,6 +1,6 @@
 """A Gymnasium-style environment: ``reset`` returns the prompt, ``step`` takes one tool call.
 
-    env = DiagnosisEnv("datasets/ads_test")
+    env = DiagnosisEnv("data/ads_test")
     prompt, info = env.reset(options={"episode": "test-000012"})
     obs, reward, terminated, truncated, info = env.step({"name": "sql", "arguments":
                                                          '{"query": "SHOW TABLES"}'})

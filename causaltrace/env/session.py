@@ -190,6 +190,14 @@ class DiagnosisSession:
             results.append(StepResult(observation, end.reward, False, True, end.info))
         return results
 
+    async def finish(self, reason: str) -> StepResult:
+        """End the episode without an answer (e.g. the agent's model server failed for good):
+        no attribution reward, and ``reason`` recorded in the result and the transcript."""
+        if self.done:
+            raise RuntimeError(f"episode {self.episode} is over")
+        self.messages.append({"role": "assistant", "content": None, "error": str(reason)})
+        return self._truncate(str(reason))
+
     async def step(self, action: Any) -> StepResult:
         """A turn with exactly one tool call (the Gymnasium-style unit)."""
         return (await self.turn([action]))[0]

@@ -1,7 +1,7 @@
 """A TRL ``environment_factory`` class for GRPO training (importable without TRL).
 
     from causaltrace.env.trl import make_trl_environment, trl_reward
-    Env = make_trl_environment("datasets/ads_train")
+    Env = make_trl_environment("data/ads_train")
     trainer = GRPOTrainer(..., train_dataset=rows, environment_factory=Env, reward_funcs=trl_reward)
 
 TRL instantiates the class once per rollout slot and calls ``reset(**row)`` with the dataset
