@@ -15,19 +15,27 @@ One additive-noise linear-Gaussian SCM (a random DAG drawn with a fixed seed) is
 Three queries are timed at each size:
 
 * ``observational``: one joint sample per unit;
-* ``interventional``: do(X := c) on a mid-graph node X (causaltrace ``scm.intervene(Do)`` then
-  ``sample``; gcm ``interventional_samples``; pgmpy ``simulate(do=...)``);
+* ``interventional``: do(X := c) on a mid-graph node X (causaltrace: ``sample`` of the model
+  ``scm.intervene(Do(...))``; gcm ``interventional_samples``; pgmpy ``simulate(do=...)``);
 * ``counterfactual``: the factual world and the world where X is shifted by delta, sharing every
-  exogenous draw (causaltrace ``scm.simulate([Shift])``; gcm ``draw_samples`` then
-  ``counterfactual_samples`` on it, which recovers the noise by abduction; pgmpy has no
+  exogenous draw (causaltrace ``scm.simulate([Shift(...)])``; gcm ``draw_samples`` then
+  ``counterfactual_samples`` on them, which recovers the noise by abduction; pgmpy has no
   counterfactual query for this model: ``simulate`` draws the joint Gaussian with
-  ``multivariate_normal`` and never exposes the exogenous noise, so it is marked n/a).
+  ``multivariate_normal`` and never exposes the exogenous noise, so it is marked n/a). The
+  numpy reference draws the noise once and recomputes only the descendants of X.
 
-Model construction (and, for causaltrace, the panel) is not timed; per-query work that the
-library's API does on every call is (causaltrace's ``intervene``, gcm's graph validation,
-pgmpy's model copy and joint-Gaussian computation). Repetitions of all implementations are
-interleaved and the median is reported. A sanity check compares the mean and variance of the sink
-node (and the counterfactual effect on it) with the closed-form values of the linear SCM.
+Model construction is not timed (for causaltrace: the panel, the SCM, and the intervention
+objects, built once per size like the other libraries' models). Per-call work of each API is
+timed: gcm's graph validation, pgmpy's model copy and joint-Gaussian computation. The row
+``causaltrace*`` builds a new intervention object on every call, so it also pays
+``scm.intervene`` (a new SCM: graph and topological sort) each time; the ``causaltrace`` row
+samples a model intervened once, and passes the same ``Shift`` object to ``simulate``, which
+reuses the intervened model it built on the first call.
+
+A timed sample repeats a call back to back (different seeds) for about ``--sample-seconds``, so
+small sizes measure warm throughput; samples of all implementations are interleaved and the
+median per call is reported. A sanity check compares the mean and variance of a sink node, and
+the counterfactual effect on it in every unit, with the closed form of the linear SCM.
 
     python bench/bench_sampling.py                # sizes 1e3, 1e5, 1e6
     python bench/bench_sampling.py --sizes 1000 --reps 50
@@ -129,13 +137,15 @@ def random_dag(n_nodes: int = N_NODES, seed: int = GRAPH_SEED) -> LinearGaussian
         weights[name] = tuple(float(v) for v in w)
         intercepts[name] = float(np.round(rng.uniform(-1.0, 1.0), 3))
         scales[name] = float(np.round(rng.uniform(0.5, 1.5), 3))
-    dag = LinearGaussianDAG(names, parents, weights, intercepts, scales, "", names[-1])
-    # The intervened node: in the middle third of the order, with parents, an ancestor of the
-    # sink, and the most descendants among those (ties: the earliest).
-    middle = names[n_nodes // 3 : 2 * n_nodes // 3]
-    ancestors = [m for m in middle if dag.sink in dag.descendants(m) and parents[m]]
-    target = max(ancestors, key=lambda m: (len(dag.descendants(m)), -names.index(m)))
-    return LinearGaussianDAG(names, parents, weights, intercepts, scales, target, dag.sink)
+    dag = LinearGaussianDAG(names, parents, weights, intercepts, scales, "", "")
+    # The intervened node: in the middle third of the order, with parents, and the most
+    # descendants (ties: the earliest). The checked node: the sink (a node without children)
+    # that the intervened node moves most.
+    middle = [m for m in names[n_nodes // 3 : 2 * n_nodes // 3] if parents[m]]
+    target = max(middle, key=lambda m: (len(dag.descendants(m)), -names.index(m)))
+    sinks = [m for m in dag.descendants(target) if not dag.descendants(m)]
+    sink = max(sinks, key=lambda m: abs(dag.total_effect(target, m)))
+    return LinearGaussianDAG(names, parents, weights, intercepts, scales, target, sink)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -148,8 +158,7 @@ class NumpyReference:
     def __init__(self, dag: LinearGaussianDAG):
         self.dag = dag
         self.steps = [
-            (n, dag.parents[n], dag.weights[n], dag.intercepts[n], dag.scales[n])
-            for n in dag.names
+            (n, dag.parents[n], dag.weights[n], dag.intercepts[n], dag.scales[n]) for n in dag.names
         ]
         self.affected = dag.descendants(dag.target) | {dag.target}
 
@@ -214,6 +223,15 @@ class NumpyReference:
 
 
 class CausalTrace:
+    """The intervention objects are built once per size, as the models are.
+
+    ``interventional`` samples ``scm.intervene(Do(...))`` built in :meth:`prepare` (an
+    intervention is a model transformation: transform once, sample many seeds);
+    ``counterfactual`` passes the same ``Shift`` object to ``scm.simulate`` on every call, which
+    then reuses the intervened model it built the first time. :class:`CausalTraceCold` pays
+    both on every call.
+    """
+
     name = "causaltrace"
 
     def __init__(self, dag: LinearGaussianDAG):
@@ -223,7 +241,9 @@ class CausalTrace:
         self.nodes = []
         for name in dag.names:
             if dag.parents[name]:
-                mech = Linear(tuple(zip(dag.parents[name], dag.weights[name])), dag.intercepts[name])
+                mech = Linear(
+                    tuple(zip(dag.parents[name], dag.weights[name])), dag.intercepts[name]
+                )
             elif dag.intercepts[name]:
                 mech = Linear((), dag.intercepts[name])
             else:
@@ -231,30 +251,55 @@ class CausalTrace:
             self.nodes.append(
                 Node(name, mech, parents=dag.parents[name], noise=Normal(dag.scales[name]))
             )
-        self._scms: dict[int, object] = {}
+        self.size = 0
 
     def prepare(self, n: int) -> None:
-        from causaltrace import SCM, Dimension, Panel, TimeAxis
+        from causaltrace import SCM, Dimension, Do, Panel, Shift, TimeAxis
 
-        if n not in self._scms:
-            self._scms.clear()  # one size at a time: the 1e6 panel is not small
+        if n != self.size:
+            self.scm = self.do_scm = None  # one size at a time: the 1e6 panel is not small
             levels = tuple(f"u{i}" for i in range(n))
             panel = Panel.cross([Dimension("unit", levels)], TimeAxis("2026-01-01", 1))
-            self._scms[n] = SCM(self.nodes, panel, name="bench")
+            self.scm = SCM(self.nodes, panel, name="bench")
+            self.do_scm = self.scm.intervene(Do(self.dag.target, value=DO_VALUE))
+            self.shift = Shift(self.dag.target, delta=SHIFT)
+            self.size = n
 
     def observational(self, n: int, seed: int):
-        return self._scms[n].sample(seed)
+        return self.scm.sample(seed)
+
+    def interventional(self, n: int, seed: int):
+        return self.do_scm.sample(seed)
+
+    def counterfactual(self, n: int, seed: int):
+        worlds = self.scm.simulate([self.shift], seed=seed)
+        return worlds.counterfactual, worlds.factual  # (no shift, shifted)
+
+
+class CausalTraceCold(CausalTrace):
+    """A new intervention object on every call: ``intervene`` (a new SCM) runs every time."""
+
+    name = "causaltrace*"
+
+    def __init__(self, dag: LinearGaussianDAG, shared: CausalTrace):
+        self.dag = dag
+        self.shared = shared  # the same SCM as ``causaltrace``: not built twice
+
+    def prepare(self, n: int) -> None:
+        self.shared.prepare(n)
+
+    observational = None  # identical to causaltrace's
 
     def interventional(self, n: int, seed: int):
         from causaltrace import Do
 
-        return self._scms[n].intervene(Do(self.dag.target, value=DO_VALUE)).sample(seed)
+        return self.shared.scm.intervene(Do(self.dag.target, value=DO_VALUE)).sample(seed)
 
     def counterfactual(self, n: int, seed: int):
         from causaltrace import Shift
 
-        worlds = self._scms[n].simulate([Shift(self.dag.target, delta=SHIFT)], seed=seed)
-        return worlds.counterfactual, worlds.factual  # (no shift, shifted)
+        worlds = self.shared.scm.simulate([Shift(self.dag.target, delta=SHIFT)], seed=seed)
+        return worlds.counterfactual, worlds.factual
 
 
 # ---------------------------------------------------------------------------------------------
@@ -267,9 +312,14 @@ class DoWhyGCM:
     def __init__(self, dag: LinearGaussianDAG):
         import networkx as nx
         from dowhy import gcm
+        from dowhy.gcm.causal_models import PARENTS_DURING_FIT
         from dowhy.gcm.ml.regression import create_linear_regressor_with_given_parameters
-        from dowhy.graph import get_ordered_predecessors
         from scipy import stats
+
+        try:
+            from dowhy.graph import get_ordered_predecessors
+        except ImportError:  # dowhy < 0.11 kept the graph helpers in gcm
+            from dowhy.gcm.graph import get_ordered_predecessors
 
         self.gcm = gcm
         self.dag = dag
@@ -292,6 +342,10 @@ class DoWhyGCM:
                 [by_parent[p] for p in order], dag.intercepts[name]
             )
             scm.set_causal_mechanism(name, gcm.AdditiveNoiseModel(model, noise_model=noise))
+        for name in dag.names:
+            # What gcm.fit would record; the mechanisms are set, not fitted (as gcm's error
+            # message suggests for mechanisms built by hand).
+            scm.graph.nodes[name][PARENTS_DURING_FIT] = get_ordered_predecessors(graph, name)
         self.scm = scm
 
     def prepare(self, n: int) -> None:
@@ -333,9 +387,7 @@ class Pgmpy:
         model.add_nodes_from(dag.names)
         for name in dag.names:
             beta = [dag.intercepts[name], *dag.weights[name]]
-            model.add_cpds(
-                LinearGaussianCPD(name, beta, dag.scales[name], list(dag.parents[name]))
-            )
+            model.add_cpds(LinearGaussianCPD(name, beta, dag.scales[name], list(dag.parents[name])))
         model.check_model()
         self.model = model
 
@@ -359,17 +411,33 @@ def column(result, name: str) -> np.ndarray:
     return np.asarray(result[name], dtype=np.float64).reshape(-1)
 
 
-def time_once(fn: Callable, n: int, seed: int) -> float:
+def time_calls(fn: Callable, n: int, seeds: range) -> float:
+    """Seconds per call, over back-to-back calls with the given seeds (GC paused)."""
     gc.collect()
-    t0 = time.perf_counter()
-    out = fn(n, seed)
-    elapsed = time.perf_counter() - t0
-    del out
-    return elapsed
+    gc.disable()
+    try:
+        t0 = time.perf_counter()
+        for seed in seeds:
+            out = fn(n, seed)
+            del out
+        elapsed = time.perf_counter() - t0
+    finally:
+        gc.enable()
+    return elapsed / len(seeds)
+
+
+def calls_per_sample(fn: Callable, n: int, target: float) -> int:
+    """How many back-to-back calls make one timed sample of about ``target`` seconds."""
+    t = time_calls(fn, n, range(1, 3))
+    return max(1, min(1000, int(target / max(t, 1e-9))))
 
 
 def sanity(impls, dag: LinearGaussianDAG, n: int) -> list[str]:
-    """Sink mean/variance per implementation against the closed form (z-scores)."""
+    """Sink mean/variance per implementation against the closed form, as z-scores.
+
+    ``ok`` means every |z| < 4 and the counterfactual effect on the sink equals the closed form
+    (shift times the total effect) in every unit, to 1e-9.
+    """
     lines = []
     sink, target = dag.sink, dag.target
     mu, cov = dag.moments()
@@ -377,32 +445,42 @@ def sanity(impls, dag: LinearGaussianDAG, n: int) -> list[str]:
     k = dag.names.index(sink)
     effect = SHIFT * dag.total_effect(target, sink)
     lines.append(
-        f"sanity at n={n}: sink {sink}, intervened node {target} "
-        f"(do := {DO_VALUE}, shift by {SHIFT}); closed form: "
+        f"sanity at n={n}: node {sink} (a sink), intervened node {target} "
+        f"(do := {DO_VALUE}; shift by {SHIFT}). Closed form: "
         f"obs mean {mu[k]:+.4f} var {cov[k, k]:.4f} | do mean {mu_do[k]:+.4f} "
-        f"var {cov_do[k, k]:.4f} | cf effect {effect:+.6f}"
+        f"var {cov_do[k, k]:.4f} | counterfactual effect {effect:+.6f} in every unit"
     )
+    lines.append("")
     lines.append(
-        f"  {'impl':<12} {'obs mean (z)':>18} {'obs var (z)':>18} {'do mean (z)':>18} "
-        f"{'do var (z)':>18} {'cf effect min..max':>24}"
+        "| implementation | obs mean (z) | obs var (z) | do mean (z) | do var (z) "
+        "| cf effect min .. max | check |"
     )
+    lines.append("|---|---:|---:|---:|---:|---:|---|")
 
-    def stat(x: np.ndarray, m: float, v: float) -> tuple[str, str]:
+    def stat(x: np.ndarray, m: float, v: float) -> tuple[str, str, float]:
         zm = (x.mean() - m) / np.sqrt(v / x.size)
         zv = (x.var() - v) / (v * np.sqrt(2.0 / x.size))
-        return f"{x.mean():+.4f} ({zm:+.1f})", f"{x.var():.4f} ({zv:+.1f})"
+        return f"{x.mean():+.4f} ({zm:+.1f})", f"{x.var():.4f} ({zv:+.1f})", max(abs(zm), abs(zv))
 
     for impl in impls:
         impl.prepare(n)
-        om, ov = stat(column(impl.observational(n, 1), sink), mu[k], cov[k, k])
-        dm, dv = stat(column(impl.interventional(n, 2), sink), mu_do[k], cov_do[k, k])
+        worst, good = 0.0, True
+        if impl.observational is not None:
+            om, ov, z = stat(column(impl.observational(n, 1), sink), mu[k], cov[k, k])
+            worst = max(worst, z)
+        else:
+            om = ov = "(as causaltrace)"
+        dm, dv, z = stat(column(impl.interventional(n, 2), sink), mu_do[k], cov_do[k, k])
+        worst = max(worst, z)
         if impl.counterfactual is not None:
             base, shifted = impl.counterfactual(n, 3)
             diff = column(shifted, sink) - column(base, sink)
-            cf = f"{diff.min():+.6f}..{diff.max():+.6f}"
+            cf = f"{diff.min():+.6f} .. {diff.max():+.6f}"
+            good = bool(np.allclose(diff, effect, rtol=0.0, atol=1e-9))
         else:
             cf = "n/a"
-        lines.append(f"  {impl.name:<12} {om:>18} {ov:>18} {dm:>18} {dv:>18} {cf:>24}")
+        verdict = "ok" if good and worst < 4.0 else "MISMATCH"
+        lines.append(f"| {impl.name} | {om} | {ov} | {dm} | {dv} | {cf} | {verdict} |")
     return lines
 
 
@@ -429,8 +507,16 @@ def machine() -> str:
     return f"{os.cpu_count()} logical CPUs, {cpu}, {platform.system()} {platform.machine()}"
 
 
+def load() -> str:
+    """The 1/5/15-minute load averages: other processes on a shared machine skew timings."""
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "unknown"
+
+
 def default_reps(n: int) -> int:
-    return 41 if n <= 10_000 else (11 if n <= 200_000 else 5)
+    return 41 if n <= 10_000 else (15 if n <= 200_000 else 7)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -439,16 +525,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=None, help="repetitions per size (median)")
     parser.add_argument("--only", nargs="+", default=None, help="implementations to run")
     parser.add_argument("--sanity-size", type=int, default=200_000)
+    parser.add_argument(
+        "--sample-seconds",
+        type=float,
+        default=0.02,
+        help="a timed sample repeats the call back to back for about this long",
+    )
     args = parser.parse_args(argv)
     warnings.filterwarnings("ignore")
 
     dag = random_dag()
     n_edges = sum(len(p) for p in dag.parents.values())
-    impls = [NumpyReference(dag), CausalTrace(dag), DoWhyGCM(dag), Pgmpy(dag)]
+    ct = CausalTrace(dag)
+    impls = [NumpyReference(dag), ct, CausalTraceCold(dag, ct), DoWhyGCM(dag), Pgmpy(dag)]
     if args.only:
-        impls = [i for i in impls if i.name in args.only or i.name == "numpy"]
+        impls = [i for i in impls if i.name.rstrip("*") in args.only or i.name == "numpy"]
     print(f"machine: {machine()}")
     print(f"versions: {versions()}")
+    print(f"load average at start (1/5/15 min): {load()}")
     print(
         f"model: {len(dag.names)} nodes, {n_edges} edges, seed {GRAPH_SEED}; "
         f"intervened node {dag.target} ({len(dag.descendants(dag.target))} descendants)"
@@ -460,43 +554,62 @@ def main(argv: list[str] | None = None) -> int:
         for impl in impls:
             impl.prepare(n)
         times: dict[tuple[str, str], list[float]] = {}
-        for q in QUERIES:  # warm-up, untimed
+        # Warm-up (untimed), then the number of calls per timed sample: small sizes repeat the
+        # call back to back, so that a sample measures warm throughput, not one cold call.
+        inner: dict[tuple[str, str], int] = {}
+        for q in QUERIES:
             for impl in impls:
                 fn = getattr(impl, q)
                 if fn is not None:
                     fn(n, 0)
+                    inner[(impl.name, q)] = calls_per_sample(fn, n, args.sample_seconds)
         for r in range(reps):
             for q in QUERIES:
                 for impl in impls[r % len(impls) :] + impls[: r % len(impls)]:
                     fn = getattr(impl, q)
                     if fn is not None:
-                        times.setdefault((impl.name, q), []).append(time_once(fn, n, r + 1))
+                        k = inner[(impl.name, q)]
+                        seeds = range(1000 + r * k, 1000 + (r + 1) * k)
+                        times.setdefault((impl.name, q), []).append(time_calls(fn, n, seeds))
         for q in QUERIES:
-            ref = float(np.median(times[("numpy", q)]))
+            med = {name: float(np.median(t)) for (name, qq), t in times.items() if qq == q}
             for impl in impls:
-                t = times.get((impl.name, q))
-                if t is None:
-                    rows.append((n, q, impl.name, None, None, None))
-                    continue
-                med = float(np.median(t))
-                rows.append((n, q, impl.name, med, n / med, med / ref))
-        print(f"  done n={n} ({reps} reps)", flush=True)
+                rows.append((n, q, impl.name, med.get(impl.name), med["numpy"], med))
+        print(f"  done n={n} ({reps} reps), load average {load()}", flush=True)
 
     print()
-    header = f"| units | query | implementation | median time | units/s | time / numpy |"
-    print(header)
-    print("|---:|---|---|---:|---:|---:|")
-    for n, q, name, med, ups, ratio in rows:
-        if med is None:
-            print(f"| {n:.0e} | {q} | {name} | n/a | n/a | n/a |")
-        else:
-            print(
-                f"| {n:.0e} | {q} | {name} | {fmt_time(med)} | {ups:.3g} | {ratio:.2f}x |"
-            )
+    print(
+        "| units | query | implementation | time per call | units/s | time / numpy "
+        "| time / causaltrace |"
+    )
+    print("|---:|---|---|---:|---:|---:|---:|")
+    goals: dict[int, list[str]] = {}
+    for n, q, name, t, ref, med in rows:
+        t_ct = med.get("causaltrace")
+        if t is None:
+            print(f"| {fmt_units(n)} | {q} | {name} | n/a | n/a | n/a | n/a |")
+            continue
+        vs_ct = f"{t / t_ct:.2f}x" if t_ct else "n/a"
+        print(
+            f"| {fmt_units(n)} | {q} | {name} | {fmt_time(t)} | {n / t:.3g} | {t / ref:.2f}x "
+            f"| {vs_ct} |"
+        )
+        if name == "causaltrace":
+            ok = t / ref <= 1.3
+            goals.setdefault(n, []).append(f"{q} {t / ref:.2f}x {'ok' if ok else 'MISSED'}")
+    print()
+    print("goal: causaltrace within 1.3x of the numpy reference (the causaltrace row):")
+    for n, items in goals.items():
+        print(f"  {fmt_units(n)} units: " + "; ".join(items))
     print()
     for line in sanity(impls, dag, args.sanity_size):
         print(line)
     return 0
+
+
+def fmt_units(n: int) -> str:
+    exponent = len(str(n)) - 1
+    return f"10^{exponent}" if n == 10**exponent else str(n)
 
 
 def fmt_time(seconds: float) -> str:

@@ -92,15 +92,20 @@ class Linear:
     def __call__(
         self, parents: Mapping[str, np.ndarray], noise: np.ndarray | None, panel: Panel
     ) -> np.ndarray:
-        # The first product allocates the output; everything else accumulates in place.
-        out = np.full(panel.shape, float(self.intercept)) if not self.weights else None
-        for name, weight in self.weights:
-            if out is None:
-                out = parents[name] * weight
-            else:
-                out += parents[name] * weight
+        # The first product allocates the output; everything else accumulates in place, in the
+        # order: weighted parents (as listed), noise, intercept.
+        weights = self.weights
+        if not weights:
+            out = np.full(panel.shape, float(self.intercept))
+            if noise is not None:
+                out += noise
+            return out
+        (name, weight), *rest = weights
+        out = parents[name] * weight
+        for name, weight in rest:
+            out += parents[name] * weight
         if noise is not None:
             out += noise
-        if self.intercept and self.weights:
+        if self.intercept:
             out += self.intercept
         return out

@@ -73,23 +73,28 @@ class NoiseStreams:
     def __init__(self, seed: int | np.random.SeedSequence):
         ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
         self._root = ss.generate_state(4, dtype=np.uint64).tobytes()
-        self._bitgen = np.random.PCG64(0)
+        # BLAKE2b of root + name, with the root already absorbed: each node copies this hasher.
+        self._hasher = hashlib.blake2b(self._root, digest_size=32)
+        # Every stream is re-keyed before its first draw, so this initial state is never used;
+        # seeding from ``ss`` only avoids building a second SeedSequence.
+        self._bitgen = np.random.PCG64(ss)
         self._generator = np.random.Generator(self._bitgen)
+        # The state dict handed to the bit generator, refilled per node (the setter copies it).
+        self._key = {"state": 0, "inc": 1}
+        self._state = {"bit_generator": "PCG64", "state": self._key, "has_uint32": 0, "uinteger": 0}
 
     def generator(self, name: str) -> np.random.Generator:
         """The generator positioned at the start of ``name``'s stream.
 
         The returned object is shared: draw from it before asking for another node's stream.
         """
-        digest = hashlib.blake2b(self._root + name.encode("utf-8"), digest_size=32).digest()
-        state = int.from_bytes(digest[:16], "little")
-        inc = int.from_bytes(digest[16:], "little") | 1
-        self._bitgen.state = {
-            "bit_generator": "PCG64",
-            "state": {"state": state, "inc": inc},
-            "has_uint32": 0,
-            "uinteger": 0,
-        }
+        hasher = self._hasher.copy()
+        hasher.update(name.encode("utf-8"))
+        digest = hasher.digest()
+        key = self._key
+        key["state"] = int.from_bytes(digest[:16], "little")
+        key["inc"] = int.from_bytes(digest[16:], "little") | 1
+        self._bitgen.state = self._state
         return self._generator
 
     def draw(self, name: str, spec: NoiseSpec, shape: tuple[int, int]) -> np.ndarray | None:

@@ -8,6 +8,7 @@ counterfactual there by construction (the same array, not a recomputation).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -15,7 +16,7 @@ import numpy as np
 
 from causaltrace.errors import MechanismError
 from causaltrace.interventions import Intervention
-from causaltrace.noise import NoiseStreams
+from causaltrace.noise import NoiseStreams, NoNoise
 from causaltrace.panel import Panel
 
 
@@ -57,11 +58,17 @@ def sample(scm, seed: int | np.random.SeedSequence) -> World:
     """The observational world of ``scm`` for ``seed``."""
     streams = NoiseStreams(seed)
     panel = scm.panel
+    shape = panel.shape  # a property: computed once, not per node
+    nodes = scm.nodes
+    generator = streams.generator
     values: dict[str, np.ndarray] = {}
     for name in scm.order:
-        node = scm.nodes[name]
-        noise = streams.draw(name, node.noise, panel.shape)
-        values[name] = _evaluate(node, values, noise, panel)
+        node = nodes[name]
+        spec = node.noise
+        # NoNoise ignores its generator, and every stream is re-keyed from scratch: skipping the
+        # re-keying for deterministic nodes draws exactly the same numbers.
+        noise = None if type(spec) is NoNoise else spec.draw(generator(name), shape)
+        values[name] = _evaluate(node, values, noise, panel, shape)
     return World(values, panel)
 
 
@@ -70,32 +77,70 @@ def simulate(
 ) -> Worlds:
     """Simulate ``scm`` under ``interventions`` (factual) and without them (counterfactual)."""
     interventions = tuple(interventions)
-    intervened = scm.intervene(interventions) if interventions else scm
+    if interventions:
+        intervened, affected = _intervened(scm, interventions)
+    else:
+        intervened, affected = scm, frozenset()
+    streams = NoiseStreams(seed)
+    panel = scm.panel
+    shape = panel.shape
+    nodes, new_nodes = scm.nodes, intervened.nodes
+    generator = streams.generator
+    factual: dict[str, np.ndarray] = {}
+    counterfactual: dict[str, np.ndarray] = {}
+    for name in intervened.order:  # a superset of the original edges: valid for both worlds
+        node = nodes[name]
+        spec = node.noise
+        noise = None if type(spec) is NoNoise else spec.draw(generator(name), shape)
+        if noise is not None:
+            noise.setflags(write=False)
+        if name in affected:
+            factual[name] = _evaluate(new_nodes[name], factual, noise, panel, shape)
+            counterfactual[name] = _evaluate(node, counterfactual, noise, panel, shape)
+        else:
+            value = _evaluate(node, counterfactual, noise, panel, shape)
+            factual[name] = counterfactual[name] = value
+    return Worlds(World(factual, panel), World(counterfactual, panel), interventions, affected)
+
+
+# SCM -> {interventions key: (intervened SCM, affected nodes)}. Keyed by the identity of the
+# Intervention objects, which each entry keeps alive (so an id cannot be reused while cached):
+# simulating the same intervention objects again with other seeds skips ``scm.intervene`` (a new
+# SCM with its graph and topological sort) and the descendant search. Equal but distinct objects
+# are treated as new. Weak on the SCM, so a cached entry never outlives its model.
+_INTERVENED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_INTERVENED_PER_SCM = 8
+
+
+def _intervened(scm, interventions: tuple[Intervention, ...]):
+    key = tuple(map(id, interventions))
+    try:
+        cache = _INTERVENED.setdefault(scm, {})
+    except TypeError:  # an SCM-like object that cannot be weakly referenced
+        cache = None
+    if cache is not None:
+        hit = cache.get(key)
+        if hit is not None and all(a is b for a, b in zip(hit[0], interventions)):
+            return hit[1], hit[2]
+    intervened = scm.intervene(interventions)
     targets = {iv.node for iv in interventions}
     affected = set(targets)
     for t in targets:
         affected |= intervened.descendants(t)
-    streams = NoiseStreams(seed)
-    panel = scm.panel
-    factual: dict[str, np.ndarray] = {}
-    counterfactual: dict[str, np.ndarray] = {}
-    for name in intervened.order:  # a superset of the original edges: valid for both worlds
-        noise = streams.draw(name, scm.nodes[name].noise, panel.shape)
-        if noise is not None:
-            noise.setflags(write=False)
-        if name in affected:
-            factual[name] = _evaluate(intervened.nodes[name], factual, noise, panel)
-            counterfactual[name] = _evaluate(scm.nodes[name], counterfactual, noise, panel)
-        else:
-            value = _evaluate(scm.nodes[name], counterfactual, noise, panel)
-            factual[name] = counterfactual[name] = value
-    return Worlds(
-        World(factual, panel), World(counterfactual, panel), interventions, frozenset(affected)
-    )
+    affected = frozenset(affected)
+    if cache is not None:
+        if len(cache) >= _INTERVENED_PER_SCM:
+            cache.pop(next(iter(cache)))
+        cache[key] = (interventions, intervened, affected)
+    return intervened, affected
 
 
 def _evaluate(
-    node, values: Mapping[str, np.ndarray], noise: np.ndarray | None, panel: Panel
+    node,
+    values: Mapping[str, np.ndarray],
+    noise: np.ndarray | None,
+    panel: Panel,
+    shape: tuple[int, int],
 ) -> np.ndarray:
     parents = {p: values[p] for p in node.parents}
     try:
@@ -110,12 +155,12 @@ def _evaluate(
     if not isinstance(out, np.ndarray):
         raise MechanismError(
             f"node {node.name!r}: mechanism returned {type(out).__name__}, expected a numpy array "
-            f"of shape {panel.shape}"
+            f"of shape {shape}"
         )
-    if out.shape != panel.shape:
+    if out.shape != shape:
         raise MechanismError(
             f"node {node.name!r}: mechanism returned shape {out.shape}, expected "
-            f"(n_cells, n_time) = {panel.shape}"
+            f"(n_cells, n_time) = {shape}"
         )
     if out.dtype != node.dtype:
         raise MechanismError(
