@@ -43,8 +43,25 @@ class Intervention:
         raise NotImplementedError
 
     def weight(self, panel: Panel) -> np.ndarray:
-        """Weight over the panel, shape ``(n_cells, n_time)`` (slice mask times profile)."""
-        return self.where.mask(panel)[:, None] * self.window.weights(panel.n_time)[None, :]
+        """Weight over the panel, shape ``(n_cells, n_time)`` (slice mask times profile).
+
+        Cached per panel (read-only), because a mechanism is called once per world and per
+        episode attempt with the same intervention.
+        """
+        cache = self.__dict__.setdefault("_weight_cache", {})
+        key = id(panel)
+        if key not in cache or cache[key][0] is not panel:
+            w = self.where.mask(panel)[:, None] * self.window.weights(panel.n_time)[None, :]
+            w.setflags(write=False)
+            cache.clear()  # one panel at a time: interventions are built per model
+            cache[key] = (panel, w, bool((w >= 1.0).all()), bool((w > 0).any()))
+        return cache[key][1]
+
+    def weight_summary(self, panel: Panel) -> tuple[np.ndarray, bool, bool]:
+        """(weight, whether it is 1 everywhere, whether it is positive anywhere)."""
+        self.weight(panel)
+        _, w, full, touched = self.__dict__["_weight_cache"][id(panel)]
+        return w, full, touched
 
     def describe(self) -> str:
         where = self.where.canonical() or "whole panel"
@@ -107,12 +124,15 @@ class IntervenedMechanism:
         self, parents: Mapping[str, np.ndarray], noise: np.ndarray | None, panel: Panel
     ) -> np.ndarray:
         value = self.base(parents, noise, panel)
-        w = self.intervention.weight(panel)
-        touched = w > 0
-        if not touched.any():
+        w, full, any_touched = self.intervention.weight_summary(panel)
+        if not any_touched:
             return value
         target = np.asarray(self.intervention.target(value, parents, noise, panel))
         target = np.broadcast_to(target, value.shape)
+        if full:  # the whole panel at full weight: the target itself (a hard do)
+            out = np.rint(target) if value.dtype.kind in "iu" else target
+            return np.array(out, dtype=value.dtype, copy=True)
+        touched = w > 0
         # Full weight takes the target exactly (a hard do), not value + (target - value).
         blended = np.where(w >= 1.0, target, value + w * (target - value))
         if value.dtype.kind in "iu":
