@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from causaltrace.errors import CausalTraceError
+from causaltrace.eval.report import SUMMARY_METRICS
 from causaltrace.storage import atomic_write_text, canonical_json, sha256_file
 
 log = logging.getLogger(__name__)
@@ -46,16 +47,6 @@ SECRET_WORDS = ("key", "token", "secret", "password")
 # Agent options that do not change the agent's behaviour: a resumed run may change them.
 OPERATIONAL_KEYS = frozenset(
     {"api_key", "base_url", "retries", "backoff", "max_backoff", "timeout"}
-)
-TABLE_METRICS = (
-    ("full_attr_at_1", "FullAttr@1"),
-    ("cause_accuracy", "cause acc"),
-    ("slice_exact_1d", "1D slice"),
-    ("slice_exact_2d", "2D slice"),
-    ("no_signal_accuracy", "no-signal acc"),
-    ("parse_rate", "parse rate"),
-    ("mean_tool_calls", "tool calls"),
-    ("mean_reward", "reward"),
 )
 
 
@@ -554,14 +545,14 @@ def _cell(metrics: Mapping[str, Any], key: str) -> str:
 
 
 def _table(rows: Sequence[tuple[str, Mapping[str, Any]]], first: str) -> list[str]:
-    header = [first, "n", *(title for _, title in TABLE_METRICS)]
+    header = [first, "n", *(title for _, title in SUMMARY_METRICS)]
     lines = [
         "| " + " | ".join(header) + " |",
         "| --- | " + " | ".join("---:" for _ in header[1:]) + " |",
     ]
     for name, metrics in rows:
         n = metrics["full_attr_at_1"].n if "full_attr_at_1" in metrics else 0
-        cells = [name, str(n), *(_cell(metrics, key) for key, _ in TABLE_METRICS)]
+        cells = [name, str(n), *(_cell(metrics, key) for key, _ in SUMMARY_METRICS)]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
