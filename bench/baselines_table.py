@@ -1,7 +1,7 @@
 """Print the baselines' metrics on a split side by side (markdown), from finished eval runs.
 
-    for a in random localizer teacher; do causaltrace-eval agent=$a domain=ads dataset=ads_test; done
-    python bench/baselines_table.py runs/random-ads_test runs/localizer-ads_test runs/teacher-ads_test
+for a in random localizer teacher; do causaltrace-eval agent=$a domain=ads dataset=ads_test; done
+python bench/baselines_table.py runs/random-ads_test runs/localizer-ads_test runs/teacher-ads_test
 """
 
 from __future__ import annotations
@@ -20,23 +20,35 @@ def fmt(metric: dict | None) -> str:
 def main(runs: list[str]) -> None:
     loaded = [json.loads((Path(r) / "metrics.json").read_text()) for r in runs]
     names = [m["run"]["agent"]["name"] for m in loaded]
-    keys = [("FullAttr@1", "full_attr_at_1"), ("cause accuracy", "cause_accuracy"),
-            ("exact 1D slice", "slice_exact_1d"), ("exact 2D slice", "slice_exact_2d"),
-            ("no-signal accuracy", "no_signal_accuracy"), ("parse rate", "parse_rate"),
-            ("mean tool calls", "mean_tool_calls"), ("mean reward (TRACE)", "mean_reward")]
+    keys = [
+        ("FullAttr@1", "full_attr_at_1"),
+        ("cause accuracy", "cause_accuracy"),
+        ("exact 1D slice", "slice_exact_1d"),
+        ("exact 2D slice", "slice_exact_2d"),
+        ("no-signal accuracy", "no_signal_accuracy"),
+        ("parse rate", "parse_rate"),
+        ("mean tool calls", "mean_tool_calls"),
+        ("mean reward (TRACE)", "mean_reward"),
+    ]
     print("| metric | " + " | ".join(names) + " |")
     print("| --- |" + " ---: |" * len(names))
     for label, key in keys:
-        print(f"| {label} | " + " | ".join(fmt(m["metrics"]["overall"].get(key))
-                                          for m in loaded) + " |")
+        print(
+            f"| {label} | "
+            + " | ".join(fmt(m["metrics"]["overall"].get(key)) for m in loaded)
+            + " |"
+        )
     for scope in ("by_group", "by_cause"):
         print(f"\nFullAttr@1 {scope.replace('_', ' ')}:\n")
         print("| | n | " + " | ".join(names) + " |")
         print("| --- | ---: |" + " ---: |" * len(names))
         for item in sorted(loaded[0]["metrics"][scope]):
             n = loaded[0]["metrics"][scope][item]["full_attr_at_1"]["n"]
-            print(f"| {item} | {n} | " + " | ".join(
-                fmt(m["metrics"][scope][item].get("full_attr_at_1")) for m in loaded) + " |")
+            print(
+                f"| {item} | {n} | "
+                + " | ".join(fmt(m["metrics"][scope][item].get("full_attr_at_1")) for m in loaded)
+                + " |"
+            )
 
 
 if __name__ == "__main__":
