@@ -94,6 +94,19 @@ def build_episode(
     return Episode(spec, draw, background, worlds, tables, prompt, label)
 
 
+def build_visible(domain: Domain, spec: EpisodeSpec) -> tuple[dict[str, pd.DataFrame], str]:
+    """Only what the agent sees of an episode (its tables and prompt), the same bytes as
+    :func:`build_episode` gives, without the counterfactual world or the label."""
+    scm = domain.scm
+    streams = episode_streams(spec.dataset_seed, spec.split, spec.index, spec.attempt)
+    draw = scm.point(spec.cause).sample(streams.draw, scm.panel, spec.slice_order)
+    background = domain.background(streams.background)
+    base = scm.intervene(background.interventions) if background.interventions else scm
+    worlds = base.simulate(scm.interventions_for(draw), seed=streams.noise, counterfactual=False)
+    tables = domain.render(worlds.factual, draw, background, streams.render)
+    return tables, domain.task_prompt(tables)
+
+
 def make_label(
     domain: Domain, spec: EpisodeSpec, draw: InterventionDraw, worlds: Worlds
 ) -> OracleLabel:

@@ -19,7 +19,7 @@ from typing import Any
 
 from causaltrace.composition import assignments
 from causaltrace.domain import Domain, load_domain
-from causaltrace.episodes import Episode, EpisodeSpec, build_episode, episode_id
+from causaltrace.episodes import Episode, EpisodeSpec, build_episode, build_visible, episode_id
 from causaltrace.errors import CausalTraceError
 from causaltrace.storage import (
     DatasetLayout,
@@ -381,8 +381,8 @@ def open_episode(out_dir: str | Path, episode: str, cache_dir: str | Path | None
     if target.is_dir() and any(target.iterdir()):
         return target
     domain = dataset_domain(out_dir)
-    built = build_episode(domain, find_spec(out_dir, episode))
-    write_episode_dir(target, built.tables, built.prompt, domain.data_dictionary())
+    tables, prompt = build_visible(domain, find_spec(out_dir, episode))
+    write_episode_dir(target, tables, prompt, domain.data_dictionary())
     _check_frozen(layout, episode, target)
     return target
 

@@ -210,12 +210,16 @@ class SCM:
         return sample(self, seed)
 
     def simulate(
-        self, interventions: Sequence[Intervention] = (), *, seed: int | np.random.SeedSequence
+        self,
+        interventions: Sequence[Intervention] = (),
+        *,
+        seed: int | np.random.SeedSequence,
+        counterfactual: bool = True,
     ) -> Worlds:
         """Factual world under ``interventions`` and its counterfactual without them."""
         from causaltrace.simulate import simulate
 
-        return simulate(self, interventions, seed=seed)
+        return simulate(self, interventions, seed=seed, counterfactual=counterfactual)
 
     def __repr__(self) -> str:
         return (

@@ -45,7 +45,7 @@ class Worlds:
     """A factual world under ``interventions`` and its counterfactual without them."""
 
     factual: World
-    counterfactual: World
+    counterfactual: World | None
     interventions: tuple[Intervention, ...]
     affected: frozenset[str]
 
@@ -73,9 +73,19 @@ def sample(scm, seed: int | np.random.SeedSequence) -> World:
 
 
 def simulate(
-    scm, interventions: Sequence[Intervention] = (), *, seed: int | np.random.SeedSequence
+    scm,
+    interventions: Sequence[Intervention] = (),
+    *,
+    seed: int | np.random.SeedSequence,
+    counterfactual: bool = True,
 ) -> Worlds:
-    """Simulate ``scm`` under ``interventions`` (factual) and without them (counterfactual)."""
+    """Simulate ``scm`` under ``interventions`` (factual) and without them (counterfactual).
+
+    ``counterfactual=False`` skips the counterfactual world (``Worlds.counterfactual`` is
+    ``None``): the factual world is the same bytes, at about half the cost when only what an
+    agent sees is needed (opening a lazily stored episode).
+    """
+    want_counterfactual = counterfactual
     interventions = tuple(interventions)
     if interventions:
         intervened, affected = _intervened(scm, interventions)
@@ -88,19 +98,29 @@ def simulate(
     generator = streams.generator
     factual: dict[str, np.ndarray] = {}
     counterfactual: dict[str, np.ndarray] = {}
+    if not want_counterfactual:
+        nodes = {n: new_nodes[n] if n in affected else nodes[n] for n in intervened.order}
+        affected_now: frozenset[str] = frozenset()
+    else:
+        affected_now = affected
     for name in intervened.order:  # a superset of the original edges: valid for both worlds
         node = nodes[name]
         spec = node.noise
         noise = None if type(spec) is NoNoise else spec.draw(generator(name), shape)
         if noise is not None:
             noise.setflags(write=False)
-        if name in affected:
+        if name in affected_now:
             factual[name] = _evaluate(new_nodes[name], factual, noise, panel, shape)
             counterfactual[name] = _evaluate(node, counterfactual, noise, panel, shape)
         else:
-            value = _evaluate(node, counterfactual, noise, panel, shape)
+            value = _evaluate(node, factual, noise, panel, shape)
             factual[name] = counterfactual[name] = value
-    return Worlds(World(factual, panel), World(counterfactual, panel), interventions, affected)
+    return Worlds(
+        World(factual, panel),
+        World(counterfactual, panel) if want_counterfactual else None,
+        interventions,
+        affected,
+    )
 
 
 # SCM -> {interventions key: (intervened SCM, affected nodes)}. Keyed by the identity of the

@@ -127,6 +127,7 @@ def test_frozen_split_loads_the_same_after_the_generator_changes(one_worker, mon
         raise AssertionError("opening a frozen episode must not run the generator")
 
     monkeypatch.setattr("causaltrace.generation.build_episode", changed_generator)
+    monkeypatch.setattr("causaltrace.generation.build_visible", changed_generator)
     monkeypatch.setattr("domains.ads.domain.AdsDomain.render", changed_generator)
     assert dataset_files(open_episode(one_worker, "smoke-000005")) == before
 

@@ -158,3 +158,11 @@ def test_cross_segment_mechanism_sees_whole_panel(small_panel):
     worlds = scm.simulate([Scale("x", where=parse_slice("device=mobile"), factor=3.0)], seed=1)
     outside = ~parse_slice("device=mobile").mask(small_panel)
     assert np.abs(worlds.effect("share")[outside]).max() > 0
+
+
+def test_factual_only_simulation_gives_the_same_factual_bytes(chain_scm):
+    interventions = [Shift("y", window=Window(5), delta=2.0)]
+    both = chain_scm.simulate(interventions, seed=21)
+    factual_only = chain_scm.simulate(interventions, seed=21, counterfactual=False)
+    assert factual_only.counterfactual is None
+    _assert_worlds_equal(both.factual, factual_only.factual)
