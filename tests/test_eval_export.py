@@ -139,9 +139,7 @@ def test_export_command_line(run_dir, tmp_path):
 
 
 def test_export_loads_with_hugging_face_datasets(run_dir, tmp_path):
-    datasets = pytest.importorskip("datasets")
-    if not hasattr(datasets, "load_dataset"):  # a local ``datasets/`` directory, not the library
-        pytest.skip("Hugging Face datasets is not installed")
+    datasets = pytest.importorskip("datasets", reason="the 'datasets' library (dev extra)")
     for arguments in ("object", "string"):
         out = tmp_path / f"sft-{arguments}.jsonl"
         export_sft([run_dir], out, arguments=arguments)
