@@ -14,10 +14,49 @@ with ``cdf(k) >= u``, at a fraction of the cost, since the guess is usually with
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from scipy import special
+
+# -- coupling memo ------------------------------------------------------------------------------
+# The factual and counterfactual worlds draw a node's counts from the same (read-only) uniform
+# array, one right after the other, and most causes change the count parameters on a slice
+# only. The second call reuses the first call's quantiles wherever the parameters are equal and
+# computes the rest: the same values (each quantile depends only on its own element), at the
+# cost of the changed elements. Keyed by the uniform array's identity, checked through a weak
+# reference, so an entry never outlives its array or matches a recycled id.
+_MEMO: dict[int, tuple[Any, Any, list[np.ndarray], np.ndarray]] = {}
+_MEMO_MAX = 256
+
+
+def _coupled(kind: Any, compute: Callable[..., np.ndarray], u: Any, *params: Any) -> np.ndarray:
+    u_arr = np.asarray(u)
+    if u_arr is not u or u_arr.flags.writeable or u_arr.ndim == 0:
+        return compute(*params, u)  # not a shared, frozen noise array: nothing to reuse
+    params = [np.broadcast_to(np.asarray(p, dtype=np.float64), u_arr.shape) for p in params]
+    hit = _MEMO.get(id(u_arr))
+    if hit is not None and hit[0]() is u_arr and hit[1] == kind:
+        previous_params, previous = hit[2], hit[3]
+        changed = np.zeros(u_arr.shape, dtype=bool)
+        for new, old in zip(params, previous_params):
+            changed |= new != old
+        if not changed.any():
+            return previous.copy()  # callers own what they get: they may edit it in place
+        result = previous.copy()
+        result[changed] = compute(*(p[changed] for p in params), u_arr[changed])
+    else:
+        result = compute(*params, u_arr)
+    if len(_MEMO) >= _MEMO_MAX:
+        for key in [k for k, v in _MEMO.items() if v[0]() is None]:
+            del _MEMO[key]
+        if len(_MEMO) >= _MEMO_MAX:
+            _MEMO.clear()
+    _MEMO[id(u_arr)] = (weakref.ref(u_arr), kind, [p.copy() for p in params], result.copy())
+    return result
+
 
 _MAX_ROUNDS = 64  # galloping doubles the step each round: 64 rounds cover any int64 count.
 
@@ -128,6 +167,10 @@ def _select(a: np.ndarray, idx: np.ndarray | None) -> np.ndarray:
 
 def poisson_icdf(lam: np.ndarray, u: np.ndarray) -> np.ndarray:
     """Poisson quantile of ``u`` with mean ``lam`` (int64, broadcast shape)."""
+    return _coupled("poisson", _poisson_icdf, u, lam)
+
+
+def _poisson_icdf(lam: np.ndarray, u: np.ndarray) -> np.ndarray:
     lam, u = np.broadcast_arrays(np.maximum(np.asarray(lam, dtype=np.float64), 0.0), u)
     out = np.zeros(lam.shape)
     live = lam > 0
@@ -157,6 +200,11 @@ def poisson_icdf(lam: np.ndarray, u: np.ndarray) -> np.ndarray:
 
 
 def binomial_icdf(n: np.ndarray, p: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Binomial quantile of ``u`` with ``n`` trials and success probability ``p`` (int64)."""
+    return _coupled("binomial", _binomial_icdf, u, n, p)
+
+
+def _binomial_icdf(n: np.ndarray, p: np.ndarray, u: np.ndarray) -> np.ndarray:
     """Binomial quantile of ``u`` with ``n`` trials and success probability ``p`` (int64).
 
     Degenerate elements (no trials, p = 0 or p = 1) are settled without the CDF: in a sparse
@@ -212,6 +260,12 @@ def _binom_cdf(k: np.ndarray, n: np.ndarray, p: np.ndarray) -> np.ndarray:
 
 
 def negbinom_icdf(mean: np.ndarray, dispersion: float, u: np.ndarray) -> np.ndarray:
+    """Negative binomial quantile of ``u`` (mean ``mean``, shape ``dispersion``; int64)."""
+    r = float(dispersion)
+    return _coupled(("negbinom", r), lambda m, uu: _negbinom_icdf(m, r, uu), u, mean)
+
+
+def _negbinom_icdf(mean: np.ndarray, dispersion: float, u: np.ndarray) -> np.ndarray:
     """Negative binomial quantile of ``u`` with the given mean and shape ``dispersion``.
 
     Variance is ``mean + mean**2 / dispersion``: overdispersed counts such as auction

@@ -44,3 +44,24 @@ def test_coupling_is_monotone(u):
     assert np.all(
         binomial_icdf(n, np.full(u.size, 0.05), u) <= binomial_icdf(n, np.full(u.size, 0.06), u)
     )
+
+
+def test_coupled_draws_reuse_equal_parameters_exactly(rng):
+    """A frozen uniform array drawn twice (the two worlds) gives the same counts as fresh draws,
+    whether the second call's parameters changed everywhere, nowhere or on a slice."""
+    u = rng.random((50, 40))
+    u.setflags(write=False)
+    lam = rng.uniform(1, 80, u.shape)
+    changed = lam.copy()
+    changed[:10] *= 0.5
+    first = poisson_icdf(lam, u)
+    second = poisson_icdf(changed, u)
+    np.testing.assert_array_equal(second, poisson_icdf(changed, u.copy()))  # uncached path
+    np.testing.assert_array_equal(first[10:], second[10:])
+    first[:] = -1  # a caller editing its result in place must not corrupt the memo
+    np.testing.assert_array_equal(poisson_icdf(lam, u), poisson_icdf(lam, u.copy()))
+    n = rng.integers(0, 500, u.shape)
+    p = np.full(u.shape, 0.3)
+    np.testing.assert_array_equal(binomial_icdf(n, p, u), binomial_icdf(n, p, u.copy()))
+    np.testing.assert_array_equal(negbinom_icdf(lam, 5.0, u), negbinom_icdf(lam, 5.0, u.copy()))
+    np.testing.assert_array_equal(negbinom_icdf(lam, 7.0, u), negbinom_icdf(lam, 7.0, u.copy()))
