@@ -50,10 +50,10 @@ def _cell_index(
     key = np.zeros(len(frame), dtype=np.int64)
     for d in dims:
         dim = panel.dimension(d)
-        col = frame[rename.get(d, d)]
-        lookup = {level: i for i, level in enumerate(dim.levels)}
-        codes = np.asarray(pd.Series(col, dtype="object").map(lookup), dtype=np.int64)
-        key = key * len(dim.levels) + codes
+        # Categorical codes against the dimension's own level order (vectorized; a level the
+        # panel does not know becomes -1 and matches no cell).
+        codes = pd.Categorical(frame[rename.get(d, d)], categories=list(dim.levels)).codes
+        key = key * len(dim.levels) + codes.astype(np.int64)
     cell_key = np.zeros(panel.n_cells, dtype=np.int64)
     for d in dims:
         cell_key = cell_key * len(panel.dimension(d).levels) + panel.codes(d)
