@@ -232,7 +232,7 @@ def _binomial_icdf(n: np.ndarray, p: np.ndarray, u: np.ndarray) -> np.ndarray:
         )
         k, settled = _walk(
             k0,
-            _binom_cdf(k0, nl, pl),
+            _binom_cdf_at_guess(k0, nl, pl),
             np.exp(log_pmf),
             ul,
             up=lambda k, i: (nl[i] - k) / (k + 1.0) * odds[i],
@@ -250,6 +250,18 @@ def _binomial_icdf(n: np.ndarray, p: np.ndarray, u: np.ndarray) -> np.ndarray:
             )
         out[live] = k
     return out.astype(np.int64)
+
+
+def _binom_cdf_at_guess(k: np.ndarray, n: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """The binomial CDF, evaluating the incomplete beta only strictly inside (0, n): at n it is
+    1, at 0 it is (1 - p)**n. Most cells of a sparse panel sit at one of the two ends (no
+    conversions today; every old conversion already reported)."""
+    out = np.ones_like(k, dtype=np.float64)
+    zero = k <= 0
+    out[zero] = np.exp(n[zero] * np.log1p(-p[zero]))
+    inside = ~zero & (k < n)
+    out[inside] = _binom_cdf(k[inside], n[inside], p[inside])
+    return out
 
 
 def _binom_cdf(k: np.ndarray, n: np.ndarray, p: np.ndarray) -> np.ndarray:
