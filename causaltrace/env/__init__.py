@@ -9,6 +9,7 @@ Labels stay on this side: the tools see one episode's visible directory and noth
 reward breakdown goes to the caller, never into an observation.
 """
 
+from causaltrace.env.gym import DiagnosisEnv
 from causaltrace.env.session import (
     DiagnosisSession,
     EnvConfig,
@@ -21,6 +22,7 @@ from causaltrace.env.source import DatasetSource
 
 __all__ = [
     "DatasetSource",
+    "DiagnosisEnv",
     "DiagnosisSession",
     "EnvConfig",
     "StepResult",
