@@ -73,6 +73,22 @@ def episode_id(split: str, index: int) -> str:
     return f"{split}-{index:06d}"
 
 
+def _simulate(
+    domain: Domain, spec: EpisodeSpec, draw: InterventionDraw | None, counterfactual: bool
+):
+    """The draw, background, worlds and report stream of one attempt (deterministic in spec)."""
+    scm = domain.scm
+    streams = episode_streams(spec.dataset_seed, spec.split, spec.index, spec.attempt)
+    sampled = scm.point(spec.cause).sample(streams.draw, scm.panel, spec.slice_order)
+    draw = sampled if draw is None else draw
+    background = domain.background(streams.background)
+    base = scm.intervene(background.interventions) if background.interventions else scm
+    worlds = base.simulate(
+        scm.interventions_for(draw), seed=streams.noise, counterfactual=counterfactual
+    )
+    return draw, background, worlds, streams.render
+
+
 def build_episode(
     domain: Domain, spec: EpisodeSpec, draw: InterventionDraw | None = None
 ) -> Episode:
@@ -81,14 +97,8 @@ def build_episode(
     ``draw`` replaces the sampled draw (for tests and ablations that need a given slice or
     strength); every other random stream is the spec's.
     """
-    scm = domain.scm
-    streams = episode_streams(spec.dataset_seed, spec.split, spec.index, spec.attempt)
-    sampled = scm.point(spec.cause).sample(streams.draw, scm.panel, spec.slice_order)
-    draw = sampled if draw is None else draw
-    background = domain.background(streams.background)
-    base = scm.intervene(background.interventions) if background.interventions else scm
-    worlds = base.simulate(scm.interventions_for(draw), seed=streams.noise)
-    tables = domain.render(worlds.factual, draw, background, streams.render)
+    draw, background, worlds, render_rng = _simulate(domain, spec, draw, counterfactual=True)
+    tables = domain.render(worlds.factual, draw, background, render_rng)
     prompt = domain.task_prompt(tables)
     label = make_label(domain, spec, draw, worlds)
     return Episode(spec, draw, background, worlds, tables, prompt, label)
@@ -97,13 +107,8 @@ def build_episode(
 def build_visible(domain: Domain, spec: EpisodeSpec) -> tuple[dict[str, pd.DataFrame], str]:
     """Only what the agent sees of an episode (its tables and prompt), the same bytes as
     :func:`build_episode` gives, without the counterfactual world or the label."""
-    scm = domain.scm
-    streams = episode_streams(spec.dataset_seed, spec.split, spec.index, spec.attempt)
-    draw = scm.point(spec.cause).sample(streams.draw, scm.panel, spec.slice_order)
-    background = domain.background(streams.background)
-    base = scm.intervene(background.interventions) if background.interventions else scm
-    worlds = base.simulate(scm.interventions_for(draw), seed=streams.noise, counterfactual=False)
-    tables = domain.render(worlds.factual, draw, background, streams.render)
+    draw, background, worlds, render_rng = _simulate(domain, spec, None, counterfactual=False)
+    tables = domain.render(worlds.factual, draw, background, render_rng)
     return tables, domain.task_prompt(tables)
 
 

@@ -229,6 +229,13 @@ class Panel:
         _, _, order, starts = self._grouping(tuple(dims))
         return np.add.reduceat(np.asarray(values)[order], starts, axis=0)
 
+    def group_mean(self, values: np.ndarray, dims: Sequence[str]) -> np.ndarray:
+        """Mean of ``values`` over the cells of each group of ``dims``, shape ``(n_groups, ...)``."""
+        index, n_groups = self.group_index(tuple(dims))
+        counts = np.bincount(index, minlength=n_groups).astype(np.float64)
+        sums = self.group_sum(values, dims)
+        return sums / counts.reshape(-1, *([1] * (sums.ndim - 1)))
+
     def group_broadcast(self, group_values: np.ndarray, dims: Sequence[str]) -> np.ndarray:
         """Inverse of :meth:`group_sum`'s grouping: give every cell its group's value."""
         index, _ = self.group_index(tuple(dims))

@@ -39,6 +39,9 @@ def test_group_sum_matches_pandas(small_panel, rng):
     frame = pd.DataFrame(values).assign(device=small_panel.codes("device"))
     expected = frame.groupby("device").sum().to_numpy()
     np.testing.assert_allclose(got, expected)
+    np.testing.assert_allclose(
+        small_panel.group_mean(values, ["device"]), frame.groupby("device").mean().to_numpy()
+    )
     share = small_panel.group_share(values, ["device"])
     np.testing.assert_allclose(small_panel.group_sum(share, ["device"]), 1.0)
 

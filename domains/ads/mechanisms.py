@@ -81,10 +81,10 @@ class PlacementWeight:
 
     def __call__(self, parents, noise, panel: Panel) -> np.ndarray:
         walk = np.cumsum(self.drift_sd * normal_icdf(noise), axis=1)
-        idx, _ = panel.group_index(("campaign", "placement"))
-        counts = np.bincount(idx).astype(np.float64)
-        group_walk = panel.group_sum(walk, ("campaign", "placement")) / counts[:, None]
-        return self.base_weight * np.exp(group_walk[idx])
+        group_walk = panel.group_mean(walk, ("campaign", "placement"))
+        return self.base_weight * np.exp(
+            panel.group_broadcast(group_walk, ("campaign", "placement"))
+        )
 
 
 @dataclass(frozen=True, eq=False)
@@ -146,10 +146,8 @@ class CompetitorPressure:
 
     def __call__(self, parents, noise, panel: Panel) -> np.ndarray:
         walk = np.cumsum(self.walk_sd * normal_icdf(noise), axis=1)
-        idx, _ = panel.group_index(("placement", "geo"))
-        counts = np.bincount(idx).astype(np.float64)
-        group = panel.group_sum(walk, ("placement", "geo")) / counts[:, None]
-        return np.exp(group[idx])
+        group = panel.group_mean(walk, ("placement", "geo"))
+        return np.exp(panel.group_broadcast(group, ("placement", "geo")))
 
 
 @dataclass(frozen=True, eq=False)

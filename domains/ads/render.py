@@ -126,9 +126,8 @@ def perf_hourly(
             "conversions": "conversions",
         },
     )
-    idx, n_groups = panel.group_index(dims)
-    counts = np.bincount(idx).astype(np.float64)
-    pacing = (panel.group_sum(world["pacing"], dims) / counts[:, None]).reshape(-1)
+    _, n_groups = panel.group_index(dims)
+    pacing = panel.group_mean(world["pacing"], dims).reshape(-1)
     keep = np.tile(np.arange(panel.n_time) >= panel.n_time - config.hourly_days, n_groups)
     daily, pacing = daily[keep].reset_index(drop=True), pacing[keep]
     weights = _served_profile(_hour_profile(daily["device"].to_numpy()), pacing)
@@ -188,9 +187,7 @@ def auction_insights_daily(
     """
     shares = impression_share_daily(panel, world)
     dims = ("campaign",)
-    idx, _n_groups = panel.group_index(dims)
-    counts = np.bincount(idx).astype(np.float64)
-    pressure = (panel.group_sum(world["competitor_pressure"], dims) / counts[:, None]).reshape(-1)
+    pressure = panel.group_mean(world["competitor_pressure"], dims).reshape(-1)
     own = shares["search_impression_share"].to_numpy()
     strengths = rng.uniform(0.25, 0.6, size=len(config.competitors))
     rows = [
