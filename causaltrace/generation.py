@@ -152,6 +152,7 @@ def generate_shard(job: Job, domain: Domain, shard: int, plan, progress=None) ->
     """Generate, verify and write one shard; the done record is written last."""
     layout = DatasetLayout(job.out_dir)
     ds = job.dataset
+    _clear_partial_writes(job, layout, shard)
     index_rows, spec_rows, label_rows, stat_rows = [], [], [], []
     attempts, rejections = 0, Counter()
     for index in job.shard_range(shard):
@@ -205,6 +206,28 @@ def generate_shard(job: Job, domain: Domain, shard: int, plan, progress=None) ->
     }
     atomic_write_text(layout.done(shard), canonical_json(record))
     return ShardResult(shard, len(index_rows), attempts, rejections)
+
+
+def _clear_partial_writes(job: Job, layout: DatasetLayout, shard: int) -> None:
+    """Remove the temporary files a killed run left while writing this shard (atomic writes
+    go through ``.<name>.*.tmp`` beside their target). Only this shard's own files are
+    touched, so workers writing other shards at the same time are never disturbed."""
+    prefix = f".{layout.shard_name(shard)}."
+    for target in (
+        layout.index(shard),
+        layout.specs(shard),
+        layout.labels(shard),
+        layout.stats(shard),
+        layout.done(shard),
+    ):
+        if target.parent.is_dir():
+            for stale in target.parent.glob(f"{prefix}*.tmp"):
+                stale.unlink(missing_ok=True)
+    for index in job.shard_range(shard):
+        directory = layout.episode_dir(episode_id(job.dataset.split, index))
+        if directory.is_dir():
+            for stale in directory.glob(".*.tmp"):
+                stale.unlink(missing_ok=True)
 
 
 def pending_shards(job: Job, worker_index: int = 0, num_workers: int = 1) -> list[int]:

@@ -239,3 +239,23 @@ def test_frozen_split_without_tables_rebuilds_or_fails_loudly(one_worker, tmp_pa
     monkeypatch.setattr(AdsDomain, "task_prompt", lambda self, t: original(self, t) + " ")
     with pytest.raises(CausalTraceError, match=r"prompt.txt.*generator changed"):
         open_episode(shipped, "smoke-000007")
+
+
+def test_partial_writes_of_a_killed_shard_are_cleared(one_worker, tmp_path):
+    """A kill in the middle of an atomic write leaves a temporary file beside its target; the
+    re-run of that shard removes it, so the finished dataset has no extra file."""
+    import shutil
+
+    out = tmp_path / "partial"
+    shutil.copytree(one_worker, out, ignore=shutil.ignore_patterns(".hydra"))
+    (out / "done" / "shard-00001.json").unlink()
+    (out / "manifest.json").unlink()
+    stale = [
+        out / "private" / "labels" / ".shard-00001.jsonl.abc123.tmp",
+        out / "public" / "episodes" / "smoke-000009" / ".perf_daily.parquet.x1.tmp",
+    ]
+    for path in stale:
+        path.write_text("half a file")
+    generate_cli(out)
+    assert not any(path.exists() for path in stale)
+    assert dataset_files(out) == dataset_files(one_worker)
