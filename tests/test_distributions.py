@@ -1,10 +1,22 @@
-"""The fast inverse-CDF count samplers return exactly scipy's quantiles."""
+"""The fast inverse-CDF count samplers return exactly scipy's quantiles, and the compiled
+kernels return exactly what the numpy exact path returns."""
 
 import numpy as np
 import pytest
 from scipy import stats
 
+from causaltrace import count_kernels
+from causaltrace import distributions as dist
 from causaltrace.distributions import binomial_icdf, negbinom_icdf, poisson_icdf
+
+
+@pytest.fixture(params=["compiled", "numpy"], autouse=True)
+def count_path(request, monkeypatch):
+    """Every test here runs on both paths: the numba kernels and the numpy exact path."""
+    if request.param == "compiled" and not count_kernels.AVAILABLE:
+        pytest.skip("numba is not available (or CAUSALTRACE_NUMBA=0)")
+    monkeypatch.setattr(dist, "_KERNELS", False if request.param == "compiled" else None)
+    return request.param
 
 
 @pytest.fixture

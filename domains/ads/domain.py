@@ -60,12 +60,13 @@ class AdsDomain(Domain):
         streams = dict(zip(("hourly", "auction", "changes", "cause", "creatives"), rng.spawn(5)))
         account_change = CAUSES[draw.point].account_change
         edits = cause_edits(draw, panel, account_change, hour=int(streams["cause"].integers(7, 20)))
+        shares = render.impression_share_daily(panel, world)
         tables = {
             "perf_daily": render.perf_daily(panel, world),
             "perf_hourly": render.perf_hourly(panel, world, cfg, streams["hourly"]),
-            "impression_share_daily": render.impression_share_daily(panel, world),
+            "impression_share_daily": shares,
             "auction_insights_daily": render.auction_insights_daily(
-                panel, world, cfg, streams["auction"]
+                panel, world, cfg, streams["auction"], shares
             ),
             "reach_frequency_daily": render.reach_frequency_daily(panel, world),
             "site_analytics_daily": render.site_analytics_daily(panel, world),

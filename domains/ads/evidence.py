@@ -69,12 +69,13 @@ def _dense(
     n_days: int,
     columns: tuple[str, ...],
 ) -> dict[str, np.ndarray]:
-    out = {}
-    for col in columns:
-        arr = np.zeros((n_groups, n_days))
-        np.add.at(arr, (group, day), frame[col].to_numpy(dtype=np.float64))
-        out[col] = arr
-    return out
+    flat = group * n_days + day  # bincount sums in row order, like np.add.at, much faster
+    return {
+        col: np.bincount(
+            flat, weights=frame[col].to_numpy(dtype=np.float64), minlength=n_groups * n_days
+        ).reshape(n_groups, n_days)
+        for col in columns
+    }
 
 
 class AdsEvidence:

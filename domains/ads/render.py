@@ -39,12 +39,10 @@ def grouped_frame(
         codes = np.repeat(panel.codes(d)[first], n_days)
         data[d] = pd.Categorical.from_codes(codes, categories=list(panel.dimension(d).levels))
     for out, node in columns.items():
-        data[out] = panel.group_sum(world[node], dims).reshape(-1)
-    frame = pd.DataFrame(data)
-    for col in columns:
-        if frame[col].dtype.kind == "f":
-            frame[col] = frame[col].round(2)
-    return frame
+        total = panel.group_sum(world[node], dims).reshape(-1)
+        data[out] = np.round(total, 2) if total.dtype.kind == "f" else total
+    # The arrays are fresh and not shared: no need for pandas to copy them into blocks.
+    return pd.DataFrame(data, copy=False)
 
 
 def perf_daily(panel: Panel, world: World) -> pd.DataFrame:
@@ -156,7 +154,7 @@ def perf_hourly(
     out["clicks"] = clicks.reshape(-1)
     out["cost"] = (hourly_cents / 100.0).reshape(-1)
     out["conversions"] = conversions.reshape(-1)
-    return pd.DataFrame(out)
+    return pd.DataFrame(out, copy=False)
 
 
 def impression_share_daily(panel: Panel, world: World) -> pd.DataFrame:
@@ -178,47 +176,54 @@ def impression_share_daily(panel: Panel, world: World) -> pd.DataFrame:
 
 
 def auction_insights_daily(
-    panel: Panel, world: World, config: AdsConfig, rng: np.random.Generator
+    panel: Panel,
+    world: World,
+    config: AdsConfig,
+    rng: np.random.Generator,
+    shares: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Per campaign, day and competitor: the estimates an auction-insights report gives.
 
     Competitors' presence follows the competitive pressure of the campaign's segments, with
-    report noise; the account's own row uses its measured impression share.
+    report noise; the account's own row uses its measured impression share. ``shares`` is the
+    impression-share table of the same world, if already rendered.
     """
-    shares = impression_share_daily(panel, world)
-    dims = ("campaign",)
-    pressure = panel.group_mean(world["competitor_pressure"], dims).reshape(-1)
+    if shares is None:
+        shares = impression_share_daily(panel, world)
+    pressure = panel.group_mean(world["competitor_pressure"], ("campaign",)).reshape(-1)
     own = shares["search_impression_share"].to_numpy()
     strengths = rng.uniform(0.25, 0.6, size=len(config.competitors))
-    rows = [
-        shares[["date", "campaign"]].assign(
-            competitor="you",
-            impression_share=own,
-            overlap_rate=np.nan,
-            position_above_rate=np.nan,
-            outranking_share=np.nan,
-        )
-    ]
-    for name, strength in zip(config.competitors, strengths):
+    names = ["you", *config.competitors]
+    nan = np.full(own.size, np.nan)
+    columns = [(own, nan, nan, nan)]  # one block of rows per competitor, "you" first
+    for strength in strengths:
         noise = rng.normal(0.0, 0.03, size=(4, own.size))
         comp_share = np.clip(strength * pressure**2.0 + noise[0], 0.02, 0.95)
         overlap = np.clip(comp_share * 0.9 + noise[1], 0.01, 0.95)
         above = np.clip(0.35 * pressure**2.5 * strength / 0.4 + noise[2], 0.0, 0.98)
         outranking = np.clip(own * (1.0 - above) + noise[3] * 0.5, 0.0, 0.98)
-        rows.append(
-            shares[["date", "campaign"]].assign(
-                competitor=name,
-                impression_share=comp_share,
-                overlap_rate=overlap,
-                position_above_rate=above,
-                outranking_share=outranking,
-            )
-        )
-    frame = pd.concat(rows, ignore_index=True)
-    for col in ("impression_share", "overlap_rate", "position_above_rate", "outranking_share"):
-        frame[col] = frame[col].round(4)
-    return frame.sort_values(["date", "campaign", "competitor"], kind="stable").reset_index(
-        drop=True
+        columns.append((comp_share, overlap, above, outranking))
+    # Rows ordered by date, campaign (level order), competitor name; the keys are unique.
+    dates = np.tile(shares["date"].to_numpy(), len(names))
+    campaign = shares["campaign"].cat.codes.to_numpy()
+    rank = np.argsort(np.argsort(np.array(names, dtype=object), kind="stable"), kind="stable")
+    order = np.lexsort(
+        (np.repeat(rank, own.size), np.tile(campaign, len(names)), dates.astype(np.int64))
+    )
+    values = np.array(columns).transpose(1, 0, 2).reshape(4, -1)[:, order]
+    return pd.DataFrame(
+        {
+            "date": dates[order],
+            "campaign": pd.Categorical.from_codes(
+                np.tile(campaign, len(names))[order], dtype=shares["campaign"].dtype
+            ),
+            "competitor": np.repeat(np.array(names, dtype=object), own.size)[order],
+            "impression_share": np.round(values[0], 4),
+            "overlap_rate": np.round(values[1], 4),
+            "position_above_rate": np.round(values[2], 4),
+            "outranking_share": np.round(values[3], 4),
+        },
+        copy=False,
     )
 
 

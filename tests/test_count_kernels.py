@@ -1,0 +1,97 @@
+"""The compiled count kernels (numba) give exactly the numpy exact path's quantiles, and can be
+switched off."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from scipy import special, stats
+
+from causaltrace import count_kernels
+from causaltrace import distributions as dist
+
+pytestmark = pytest.mark.skipif(
+    not count_kernels.AVAILABLE, reason="numba is not available (or CAUSALTRACE_NUMBA=0)"
+)
+
+
+def _grid_uniforms(rng, size):
+    """Uniforms with the hard cases planted: within 1e-14 and 1e-11 of 1, within 1e-14 of 0."""
+    u = rng.random(size)
+    u[::17], u[::19], u[::23], u[::29] = 1 - 1e-14, 1e-14, 1 - 1e-11, 0.5
+    return u
+
+
+def _both_paths(monkeypatch, fn, *args):
+    monkeypatch.setattr(dist, "_KERNELS", False)  # compiled (looked up again)
+    compiled = fn(*args)
+    monkeypatch.setattr(dist, "_KERNELS", None)  # numpy exact path
+    return compiled, fn(*args)
+
+
+@pytest.mark.parametrize("scale", [0.01, 0.3, 3.0, 30.0, 300.0, 3000.0])
+def test_compiled_kernels_equal_the_exact_path(monkeypatch, scale):
+    """From-zero sums, bracketed tails and the compiled walk accept an answer only where it is
+    clear of rounding, so they give the exact path's quantile for every element, including u
+    within 1e-14 of 0 and 1, degenerate parameters, and means on both sides of the thresholds
+    (SMALL_MEAN = 48, BRACKET_MAX_SD = 24) at every scale."""
+    rng = np.random.default_rng(int(scale * 100))
+    size = 60_000
+    u = _grid_uniforms(rng, size)
+    n = rng.integers(0, int(scale * 20) + 2, size).astype(np.float64)
+    p = rng.uniform(0, 1, size) ** 3
+    p[::11], p[::13] = 1.0, 0.0
+    lam = rng.uniform(0, 2 * scale, size)
+    cases = [
+        (dist._binomial_icdf, (n, p, u)),
+        (dist._poisson_icdf, (lam, u)),
+        (dist._negbinom_icdf, (lam, 40.0, u)),  # integer shape: the binomial-tail bracket
+        (dist._negbinom_icdf, (lam, 3.5, u)),  # its own tail (log-concave, shape >= 1)
+        (dist._negbinom_icdf, (lam, 0.5, u)),  # shape < 1: not log-concave, exact path
+    ]
+    for fn, args in cases:
+        compiled, exact = _both_paths(monkeypatch, fn, *args)
+        np.testing.assert_array_equal(compiled, exact, err_msg=f"{fn.__name__} at scale {scale}")
+
+
+def test_bracketed_kernel_settles_most_moderate_counts():
+    """The bracket is what makes panels fast: with a moderate spread nearly every element is
+    settled without the incomplete beta (the rest are u within the slack of a CDF value)."""
+    rng = np.random.default_rng(3)
+    lam = rng.uniform(60, 400, 20_000)  # sd 8 to 20: below BRACKET_MAX_SD
+    u = rng.random(lam.size)
+    z = special.ndtri(u)
+    k0 = np.maximum(np.rint(lam + np.sqrt(lam) * z + (z * z - 1) / 6), 0.0)
+    pmf = np.exp(k0 * np.log(lam) - lam - special.gammaln(k0 + 1))
+    tail = dist._own_tail(dist.POISSON, k0, pmf, lam, lam, np.full(lam.size, np.inf))
+    out, todo = np.empty(lam.size), np.empty(lam.size, dtype=bool)
+    count_kernels.bracketed(
+        dist.POISSON, k0, pmf, lam, lam, np.full(lam.size, np.inf),
+        tail.kind, tail.j0, tail.g0, tail.a, tail.b, tail.top, tail.upward, tail.c0, tail.sign,
+        np.full(lam.size, 1e-12), u, 4096, out, todo,
+    )  # fmt: skip
+    assert todo.mean() < 1e-3
+    expected = stats.poisson.ppf(u, lam)
+    np.testing.assert_array_equal(out[~todo], expected[~todo])
+
+
+def test_numba_can_be_switched_off():
+    """CAUSALTRACE_NUMBA=0 makes the kernels unavailable (the numpy path runs) without
+    importing numba at all."""
+    code = (
+        "import sys, numpy as np\n"
+        "from causaltrace import count_kernels, distributions as d\n"
+        "u = np.random.default_rng(0).random(1000)\n"
+        "k = d.binomial_icdf(np.full(1000, 30), np.full(1000, 0.2), u)\n"
+        "print(count_kernels.AVAILABLE, 'numba' in sys.modules, k.sum())\n"
+    )
+    env = {**os.environ, "CAUSALTRACE_NUMBA": "0"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    available, imported, total = done.stdout.split()
+    u = np.random.default_rng(0).random(1000)
+    assert (available, imported) == ("False", "False")
+    assert int(total) == int(stats.binom.ppf(u, 30, 0.2).sum())
