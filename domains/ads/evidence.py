@@ -51,8 +51,14 @@ def _cell_index(
     for d in dims:
         dim = panel.dimension(d)
         # Categorical codes against the dimension's own level order (vectorized; a level the
-        # panel does not know becomes -1 and matches no cell).
-        codes = pd.Categorical(frame[rename.get(d, d)], categories=list(dim.levels)).codes
+        # panel does not know becomes -1 and matches no cell). Rendered tables already carry
+        # exactly these categories: their codes are taken as they are.
+        column = frame[rename.get(d, d)]
+        levels = list(dim.levels)
+        if isinstance(column.dtype, pd.CategoricalDtype) and list(column.cat.categories) == levels:
+            codes = column.cat.codes.to_numpy()
+        else:
+            codes = pd.Categorical(column, categories=levels).codes
         key = key * len(dim.levels) + codes.astype(np.int64)
     cell_key = np.zeros(panel.n_cells, dtype=np.int64)
     for d in dims:
