@@ -28,9 +28,15 @@ from scipy import special
 # only. The second call reuses the first call's quantiles wherever the parameters are equal and
 # computes the rest: the same values (each quantile depends only on its own element), at the
 # cost of the changed elements. Keyed by the uniform array's identity, checked through a weak
-# reference, so an entry never outlives its array or matches a recycled id.
+# reference whose callback drops the entry as soon as the array is freed: the memo holds only
+# the live episode's entries (a few MB per count node), never a backlog of finished ones.
 _MEMO: dict[int, tuple[Any, Any, list[np.ndarray], np.ndarray]] = {}
-_MEMO_MAX = 256
+
+
+def _forget(key: int, ref: weakref.ref) -> None:
+    entry = _MEMO.get(key)
+    if entry is not None and entry[0] is ref:
+        del _MEMO[key]
 
 
 def _coupled(kind: Any, compute: Callable[..., np.ndarray], u: Any, *params: Any) -> np.ndarray:
@@ -50,12 +56,9 @@ def _coupled(kind: Any, compute: Callable[..., np.ndarray], u: Any, *params: Any
         result[changed] = compute(*(p[changed] for p in params), u_arr[changed])
     else:
         result = compute(*params, u_arr)
-    if len(_MEMO) >= _MEMO_MAX:
-        for key in [k for k, v in _MEMO.items() if v[0]() is None]:
-            del _MEMO[key]
-        if len(_MEMO) >= _MEMO_MAX:
-            _MEMO.clear()
-    _MEMO[id(u_arr)] = (weakref.ref(u_arr), kind, [p.copy() for p in params], result.copy())
+    key = id(u_arr)
+    ref = weakref.ref(u_arr, lambda r, key=key: _forget(key, r))
+    _MEMO[key] = (ref, kind, [p.copy() for p in params], result.copy())
     return result
 
 

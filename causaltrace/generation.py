@@ -363,12 +363,26 @@ def load_labels(out_dir: str | Path) -> dict[str, dict[str, Any]]:
     return {row["episode_id"]: row for row in DatasetLayout(out_dir).all_labels()}
 
 
+# Spec rows by episode id, per dataset directory, read once per process: a training loop opens
+# thousands of episodes of a lazy split, and scanning every spec file per open is quadratic. An
+# entry is keyed by the spec files' names and modification times, so a resumed generation that
+# adds shards is seen.
+_SPECS: dict[str, tuple[tuple, dict[str, dict[str, Any]]]] = {}
+
+
 def find_spec(out_dir: str | Path, episode: str) -> EpisodeSpec:
-    for path in sorted((Path(out_dir) / "private" / "specs").glob("shard-*.jsonl")):
-        for row in read_jsonl(path):
-            if row["episode_id"] == episode:
-                return EpisodeSpec.from_dict(row)
-    raise CausalTraceError(f"dataset {out_dir}: no episode {episode!r}")
+    """An episode's private spec (generator side only)."""
+    files = sorted((Path(out_dir) / "private" / "specs").glob("shard-*.jsonl"))
+    stamp = tuple((f.name, f.stat().st_mtime_ns) for f in files)
+    key = str(Path(out_dir).resolve())
+    cached = _SPECS.get(key)
+    if cached is None or cached[0] != stamp:
+        rows = {row["episode_id"]: row for path in files for row in read_jsonl(path)}
+        cached = _SPECS[key] = (stamp, rows)
+    try:
+        return EpisodeSpec.from_dict(cached[1][episode])
+    except KeyError:
+        raise CausalTraceError(f"dataset {out_dir}: no episode {episode!r}") from None
 
 
 _DOMAINS: dict[str, Domain] = {}

@@ -77,3 +77,19 @@ def test_coupled_draws_reuse_equal_parameters_exactly(rng):
     np.testing.assert_array_equal(binomial_icdf(n, p, u), binomial_icdf(n, p, u.copy()))
     np.testing.assert_array_equal(negbinom_icdf(lam, 5.0, u), negbinom_icdf(lam, 5.0, u.copy()))
     np.testing.assert_array_equal(negbinom_icdf(lam, 7.0, u), negbinom_icdf(lam, 7.0, u.copy()))
+
+
+def test_coupling_memo_forgets_freed_noise():
+    """The memo keeps an entry only while its uniform array lives: a generation run holds the
+    current episode's entries, not a backlog (peak memory stays flat over long runs)."""
+    import gc
+
+    before = len(dist._MEMO)
+    u = np.random.default_rng(1).random((40, 30))
+    u.setflags(write=False)
+    poisson_icdf(np.full(u.shape, 5.0), u)
+    binomial_icdf(np.full(u.shape, 20), np.full(u.shape, 0.3), u)  # same array: one entry
+    assert len(dist._MEMO) == before + 1
+    del u
+    gc.collect()
+    assert len(dist._MEMO) == before
