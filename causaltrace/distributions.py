@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -210,11 +209,11 @@ def _kernels() -> Any:
     return _KERNELS
 
 
-def _from_zero(kernel: Callable[..., None], *arrays: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Run a ``*_from_zero`` kernel on flat float64 copies: (quantiles, elements left to do)."""
+def _compiled(kernel: Callable[..., None], *arrays: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Run a ``*_quantiles`` kernel on flat float64 arrays: (quantiles, elements left to do)."""
     out = np.empty(arrays[0].shape, dtype=np.float64)
     todo = np.empty(arrays[0].shape, dtype=bool)
-    kernel(*arrays, out, todo)
+    kernel(*arrays, BRACKET_MAX_SD, out, todo)
     return out, todo
 
 
@@ -232,7 +231,7 @@ def _poisson_icdf(lam: np.ndarray, u: np.ndarray) -> np.ndarray:
     shape, lam, u = lam.shape, _flat(lam), _flat(u)
     kernels = _kernels()
     if kernels is not None:
-        out, live = _from_zero(kernels.poisson_from_zero, lam, u)
+        out, live = _compiled(kernels.poisson_quantiles, lam, u)
     else:
         out, live = np.zeros(lam.shape), lam > 0
     if live.any():
@@ -241,25 +240,17 @@ def _poisson_icdf(lam: np.ndarray, u: np.ndarray) -> np.ndarray:
 
 
 def _poisson_general(ll: np.ndarray, ul: np.ndarray) -> np.ndarray:
-    """Cornish-Fisher guess; bracketed (compiled) or exact CDF there, walk; search if far."""
+    """The exact path: Cornish-Fisher guess, exact CDF and PMF there, walk; search if far."""
     z = special.ndtri(np.clip(ul, 1e-15, 1 - 1e-15))
     guess = ll + np.sqrt(ll) * z + (z * z - 1.0) / 6.0
     k0 = np.maximum(np.rint(guess), 0.0)
-    terms = (k0 * np.log(ll), -ll, -special.gammaln(k0 + 1))
-    log_pmf = terms[0] + terms[1] + terms[2]
-    pmf = np.exp(log_pmf)
-    k = np.empty(ll.shape)
+    pmf = np.exp(k0 * np.log(ll) - ll - special.gammaln(k0 + 1))
     top = np.full(ll.shape, np.inf)
-    rest = _bracket(POISSON, k, k0, pmf, terms, ul, ll, ll, top, ll <= BRACKET_MAX_SD**2)
-    if rest is None:
-        return k
-    ll, ul, guess, k0, pmf, top = (a[rest] for a in (ll, ul, guess, k0, pmf, top))
-    kr, settled = _walk(POISSON, k0, special.pdtr(k0, ll), pmf, ul, ll, ll, top)
+    k, settled = _walk(POISSON, k0, special.pdtr(k0, ll), pmf, ul, ll, ll, top)
     if not settled.all():
         far = ~settled
         lr = ll[far]
-        kr[far] = _quantile(lambda kk, i: special.pdtr(kk, _select(lr, i)), guess[far], ul[far])
-    k[rest] = kr
+        k[far] = _quantile(lambda kk, i: special.pdtr(kk, _select(lr, i)), guess[far], ul[far])
     return k
 
 
@@ -287,7 +278,7 @@ def _binomial_icdf(n: np.ndarray, p: np.ndarray, u: np.ndarray) -> np.ndarray:
     shape, n, p, u = n.shape, _flat(n), _flat(p), _flat(u)
     kernels = _kernels()
     if kernels is not None:
-        out, live = _from_zero(kernels.binomial_from_zero, n, p, u)
+        out, live = _compiled(kernels.binomial_quantiles, n, p, u)
     else:
         out = np.where(p >= 1.0, n, 0.0)
         live = (n > 0) & (p > 0.0) & (p < 1.0)
@@ -297,156 +288,37 @@ def _binomial_icdf(n: np.ndarray, p: np.ndarray, u: np.ndarray) -> np.ndarray:
 
 
 def _binomial_general(nl: np.ndarray, pl: np.ndarray, ul: np.ndarray) -> np.ndarray:
-    """Cornish-Fisher guess; bracketed (compiled) or exact CDF there, walk; search if far."""
+    """The exact path: Cornish-Fisher guess, exact CDF and PMF there, walk; search if far."""
     z = special.ndtri(np.clip(ul, 1e-15, 1 - 1e-15))
     guess = nl * pl + np.sqrt(nl * pl * (1.0 - pl)) * z + (1.0 - 2.0 * pl) * (z * z - 1.0) / 6.0
     k0 = np.minimum(np.maximum(np.rint(guess), 0.0), nl)
     odds = pl / (1.0 - pl)
-    terms = _binomial_log_terms(k0, nl, pl)
-    pmf = np.exp(terms[0] + terms[1] + terms[2] + terms[3] + terms[4])
-    k = np.empty(nl.shape)
-    rest = _bracket(
-        BINOMIAL, k, k0, pmf, terms, ul, nl, odds, nl, nl * pl * (1.0 - pl) <= BRACKET_MAX_SD**2
+    log_pmf = (
+        special.gammaln(nl + 1)
+        - special.gammaln(k0 + 1)
+        - special.gammaln(nl - k0 + 1)
+        + k0 * np.log(pl)
+        + (nl - k0) * np.log1p(-pl)
     )
-    if rest is None:
-        return k
-    nl, pl, ul, guess, k0, odds, pmf = (a[rest] for a in (nl, pl, ul, guess, k0, odds, pmf))
-    kr, settled = _walk(BINOMIAL, k0, _binom_cdf_at_guess(k0, nl, pl), pmf, ul, nl, odds, nl)
+    cdf = _binom_cdf_at_guess(k0, nl, pl)
+    k, settled = _walk(BINOMIAL, k0, cdf, np.exp(log_pmf), ul, nl, odds, nl)
     if not settled.all():  # far from the guess (extreme tails): exact search
         far = ~settled
         nr, pr = nl[far], pl[far]
-        kr[far] = _quantile(
+        k[far] = _quantile(
             lambda kk, i: _binom_cdf(kk, _select(nr, i), _select(pr, i)),
             guess[far],
             ul[far],
             upper=nr,
         )
-    k[rest] = kr
     return k
 
 
-# Counts whose standard deviation is at most this go through the bracketed kernel first: it
-# sums about two standard deviations of PMF terms, cheaper than an incomplete beta up to here.
+# Elements whose count has at most this standard deviation are bracketed by the compiled
+# kernels (about two standard deviations of PMF terms, cheaper than an incomplete beta up to
+# here); wider ones take the exact path. Negative binomials with an integer shape are always
+# bracketed, through a binomial tail whose spread is at most sqrt(shape).
 BRACKET_MAX_SD = 24.0
-_SLACK = 1e-12  # rounding of the tail sums and walks (a few hundred operations on values <= 1)
-_EPS = float(np.finfo(np.float64).eps)
-
-
-@dataclass(frozen=True)
-class _Tail:
-    """The tail sum whose value gives the CDF at the guess: ``F(k0) = c0 + sign * S`` with
-    ``S`` the sum of a log-concave PMF (``kind``; ``a``, ``b``, ``top``) from ``j0`` (term
-    ``g0``) upwards or downwards. See :func:`causaltrace.count_kernels.bracketed`."""
-
-    kind: int
-    j0: np.ndarray
-    g0: np.ndarray
-    a: np.ndarray
-    b: np.ndarray
-    top: np.ndarray
-    upward: np.ndarray
-    c0: np.ndarray
-    sign: np.ndarray
-    magnitude: np.ndarray  # sum of |log terms| of g0, for its rounding
-
-    def take(self, idx: np.ndarray) -> _Tail:
-        return _Tail(self.kind, *(getattr(self, f)[idx] for f in _TAIL_ARRAYS))
-
-
-_TAIL_ARRAYS = ("j0", "g0", "a", "b", "top", "upward", "c0", "sign", "magnitude")
-
-
-def _own_tail(
-    kind: int, k0: np.ndarray, pmf: np.ndarray, a: np.ndarray, b: np.ndarray, top: np.ndarray
-) -> _Tail:
-    """The count's own tail: the mass up to ``k0`` below the mode, or above ``k0`` past it."""
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ratio = _up(kind, k0, a, b)
-    upward = (k0 < top) & (ratio < 1.0)
-    return _Tail(
-        kind,
-        np.where(upward, k0 + 1.0, k0),
-        np.where(upward, pmf * ratio, pmf),
-        a,
-        b,
-        top,
-        upward,
-        np.where(upward, 1.0, 0.0),
-        np.where(upward, -1.0, 1.0),
-        np.zeros(k0.shape),
-    )
-
-
-def _bracket(
-    kind: int,
-    k: np.ndarray,
-    k0: np.ndarray,
-    pmf: np.ndarray,
-    log_pmf_terms: tuple[np.ndarray, ...],
-    u: np.ndarray,
-    a: np.ndarray,
-    b: np.ndarray,
-    top: np.ndarray,
-    chosen: np.ndarray,
-    tail: _Tail | None = None,
-) -> np.ndarray | None:
-    """Settle what the compiled bracketed kernel can of the ``chosen`` elements into ``k``;
-    return the mask of the rest (None if nothing is left). ``tail`` defaults to the count's own
-    tail. Without numba, everything is left to the exact path."""
-    kernels = _kernels()
-    if kernels is None:
-        return np.ones(k.shape, dtype=bool)
-    todo = np.ones(k.shape, dtype=bool)
-    chosen = np.flatnonzero(chosen)
-    if chosen.size:
-        k0c, pmfc, ac, bc, topc = k0[chosen], pmf[chosen], a[chosen], b[chosen], top[chosen]
-        t = _own_tail(kind, k0c, pmfc, ac, bc, topc) if tail is None else tail.take(chosen)
-        # exp(log_pmf) is off by about the rounding of the log terms (gammaln of large counts).
-        magnitude = sum(np.abs(term[chosen]) for term in log_pmf_terms) + t.magnitude
-        slack = _SLACK + 8.0 * _EPS * magnitude
-        part, part_todo = np.empty(chosen.size), np.empty(chosen.size, dtype=bool)
-        kernels.bracketed(
-            kind, k0c, pmfc, ac, bc, topc,
-            t.kind, t.j0, t.g0, t.a, t.b, t.top, t.upward, t.c0, t.sign,
-            slack, u[chosen], 4096, part, part_todo,
-        )  # fmt: skip
-        k[chosen] = part
-        todo[chosen] = part_todo
-    return todo if todo.any() else None
-
-
-def _negbinom_binomial_tail(k0: np.ndarray, r: float, p: np.ndarray) -> _Tail:
-    """For an integer shape ``r``: ``F_NB(k0) = I_p(r, k0 + 1) = P(Bin(k0 + r, p) >= r)``,
-    a tail of a binomial whose spread (at most sqrt(r)) is far below the count's own."""
-    n = k0 + r
-    odds = p / (1.0 - p)
-    below_mode = (n - (r - 1.0)) / r * odds >= 1.0  # pmf(r) >= pmf(r - 1)
-    # below the mode: F = 1 - sum_{j <= r-1} (downwards from r - 1); else sum_{j >= r} upwards
-    j0 = np.where(below_mode, r - 1.0, r)
-    terms = _binomial_log_terms(j0, n, p)
-    return _Tail(
-        BINOMIAL,
-        j0,
-        np.exp(terms[0] + terms[1] + terms[2] + terms[3] + terms[4]),
-        n,
-        odds,
-        n,
-        ~below_mode,
-        np.where(below_mode, 1.0, 0.0),
-        np.where(below_mode, -1.0, 1.0),
-        sum(np.abs(t) for t in terms),
-    )
-
-
-def _binomial_log_terms(k: np.ndarray, n: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, ...]:
-    """The terms of the binomial log-PMF, summed left to right (their sizes bound its rounding)."""
-    return (
-        special.gammaln(n + 1),
-        -special.gammaln(k + 1),
-        -special.gammaln(n - k + 1),
-        k * np.log(p),
-        (n - k) * np.log1p(-p),
-    )
 
 
 def _binom_cdf_at_guess(k: np.ndarray, n: np.ndarray, p: np.ndarray) -> np.ndarray:
@@ -487,7 +359,7 @@ def _negbinom_icdf(mean: np.ndarray, dispersion: float, u: np.ndarray) -> np.nda
     p = r / (r + mean)
     kernels = _kernels()
     if kernels is not None:
-        out, todo = _from_zero(kernels.negbinom_from_zero, mean, r, p, u)
+        out, todo = _compiled(kernels.negbinom_quantiles, mean, r, p, u)
     else:
         out, todo = np.zeros(mean.shape), np.ones(mean.shape, dtype=bool)
     if todo.any():
@@ -496,43 +368,36 @@ def _negbinom_icdf(mean: np.ndarray, dispersion: float, u: np.ndarray) -> np.nda
 
 
 def _negbinom_general(mean: np.ndarray, r: float, fp: np.ndarray, fu: np.ndarray) -> np.ndarray:
-    """Cornish-Fisher guess; bracketed (compiled) or exact CDF there, walk; search if far."""
+    """The exact path: Cornish-Fisher guess, exact CDF and PMF there, walk; search if far."""
     z = special.ndtri(np.clip(fu, 1e-15, 1 - 1e-15))
     sd = np.sqrt(mean + mean * mean / r)
     guess = mean + sd * z + (2.0 - fp) / np.sqrt(r * (1.0 - fp) + 1e-300) * sd * (z * z - 1.0) / 6.0
     k0 = np.maximum(np.rint(guess), 0.0)
-    terms = (
-        special.gammaln(k0 + r),
-        -special.gammaln(np.full(k0.shape, r)),
-        -special.gammaln(k0 + 1),
-        r * np.log(fp),
-        k0 * np.log1p(-fp),
+    log_pmf = (
+        special.gammaln(k0 + r)
+        - special.gammaln(r)
+        - special.gammaln(k0 + 1)
+        + r * np.log(fp)
+        + k0 * np.log1p(-fp)
     )
-    log_pmf = terms[0] + terms[1] + terms[2] + terms[3] + terms[4]
-    pmf = np.exp(log_pmf)
-    k = np.empty(mean.shape)
-    shape_r, q, top = np.full(fp.shape, r), 1.0 - fp, np.full(fp.shape, np.inf)
-    if r >= 1.0 and r == np.floor(r):  # the CDF as a narrow binomial tail
-        tail = _negbinom_binomial_tail(k0, r, fp)
-        chosen = np.ones(k0.shape, dtype=bool)
-    else:  # its own tail, log-concave (the bracket's premise) for a shape of at least 1
-        tail, chosen = None, (sd <= BRACKET_MAX_SD) & (r >= 1.0)
-    rest = _bracket(NEGBINOM, k, k0, pmf, terms, fu, shape_r, q, top, chosen, tail)
-    if rest is None:
-        return k
-    fp, fu, guess, k0, pmf, shape_r, q, top = (
-        a[rest] for a in (fp, fu, guess, k0, pmf, shape_r, q, top)
+    k, settled = _walk(
+        NEGBINOM,
+        k0,
+        special.betainc(r, k0 + 1.0, fp),
+        np.exp(log_pmf),
+        fu,
+        np.full(fp.shape, r),
+        1.0 - fp,
+        np.full(fp.shape, np.inf),
     )
-    kr, settled = _walk(NEGBINOM, k0, special.betainc(r, k0 + 1.0, fp), pmf, fu, shape_r, q, top)
     if not settled.all():
         far = ~settled
         pr = fp[far]
-        kr[far] = _quantile(
+        k[far] = _quantile(
             lambda kk, i: special.betainc(r, kk + 1.0, _select(pr, i)),
             guess[far],
             fu[far],
         )
-    k[rest] = kr
     return k
 
 

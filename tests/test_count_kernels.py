@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 import pytest
-from scipy import special, stats
+from scipy import stats
 
 from causaltrace import count_kernels
 from causaltrace import distributions as dist
@@ -56,25 +56,40 @@ def test_compiled_kernels_equal_the_exact_path(monkeypatch, scale):
         np.testing.assert_array_equal(compiled, exact, err_msg=f"{fn.__name__} at scale {scale}")
 
 
-def test_bracketed_kernel_settles_most_moderate_counts():
-    """The bracket is what makes panels fast: with a moderate spread nearly every element is
-    settled without the incomplete beta (the rest are u within the slack of a CDF value)."""
+@pytest.mark.parametrize(
+    ("kernel", "params"),
+    [
+        ("poisson_quantiles", lambda rng, n: (rng.uniform(60, 400, n),)),  # sd 8-20
+        ("binomial_quantiles", lambda rng, n: (rng.integers(100, 900, n) * 1.0, np.full(n, 0.5))),
+        ("negbinom_quantiles", lambda rng, n: _negbinom_params(rng.uniform(60, 5000, n), 40.0)),
+        (
+            "negbinom_quantiles",
+            lambda rng, n: _negbinom_params(rng.uniform(60, 180, n), 100.5),
+        ),  # sd <= 23
+    ],
+)
+def test_kernels_settle_nearly_everything_exactly(kernel, params):
+    """The kernels are what make panels fast: above the from-zero means, with a moderate spread
+    (or an integer negative-binomial shape, whatever the spread) nearly every element is settled
+    without the incomplete beta, and every settled answer is scipy's quantile."""
     rng = np.random.default_rng(3)
-    lam = rng.uniform(60, 400, 20_000)  # sd 8 to 20: below BRACKET_MAX_SD
-    u = rng.random(lam.size)
-    z = special.ndtri(u)
-    k0 = np.maximum(np.rint(lam + np.sqrt(lam) * z + (z * z - 1) / 6), 0.0)
-    pmf = np.exp(k0 * np.log(lam) - lam - special.gammaln(k0 + 1))
-    tail = dist._own_tail(dist.POISSON, k0, pmf, lam, lam, np.full(lam.size, np.inf))
-    out, todo = np.empty(lam.size), np.empty(lam.size, dtype=bool)
-    count_kernels.bracketed(
-        dist.POISSON, k0, pmf, lam, lam, np.full(lam.size, np.inf),
-        tail.kind, tail.j0, tail.g0, tail.a, tail.b, tail.top, tail.upward, tail.c0, tail.sign,
-        np.full(lam.size, 1e-12), u, 4096, out, todo,
-    )  # fmt: skip
+    args = params(rng, 20_000)
+    u = rng.random(20_000)
+    out, todo = np.empty(u.size), np.empty(u.size, dtype=bool)
+    getattr(count_kernels, kernel)(*args, u, dist.BRACKET_MAX_SD, out, todo)
+    # u within the slack (~1e-12) of a CDF value is left to the exact path: essentially never
     assert todo.mean() < 1e-3
-    expected = stats.poisson.ppf(u, lam)
+    if kernel == "poisson_quantiles":
+        expected = stats.poisson.ppf(u, args[0])
+    elif kernel == "binomial_quantiles":
+        expected = stats.binom.ppf(u, args[0], args[1])
+    else:
+        expected = stats.nbinom.ppf(u, args[1], args[2])
     np.testing.assert_array_equal(out[~todo], expected[~todo])
+
+
+def _negbinom_params(mean: np.ndarray, r: float) -> tuple:
+    return mean, r, r / (r + mean)
 
 
 def test_numba_can_be_switched_off():
