@@ -11,6 +11,8 @@ tasks), each taking the shards ``shard % num_workers == worker_index``.
 from __future__ import annotations
 
 import math
+import shutil
+import tempfile
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
@@ -409,18 +411,33 @@ def open_episode(out_dir: str | Path, episode: str, cache_dir: str | Path | None
     A materialized split returns the stored directory as it is (so it loads byte-identically
     whatever the generator code does later). A lazy split rebuilds the tables from the spec into
     ``cache_dir/<episode>`` (default: the dataset's ``public/episodes``) once, and returns it.
+    The rebuild is written to a private directory and renamed into place whole, so concurrent
+    openers (rollouts of one prompt in several processes) never see a partial episode: the first
+    rename wins and the others use its directory.
     """
     layout = DatasetLayout(out_dir)
     stored = layout.episode_dir(episode)
     if stored.is_dir() and any(stored.iterdir()):
         return stored
     target = Path(cache_dir) / episode if cache_dir is not None else stored
-    if target.is_dir() and any(target.iterdir()):
+    if target.is_dir():
         return target
     domain = dataset_domain(out_dir)
     tables, prompt = build_visible(domain, find_spec(out_dir, episode))
-    write_episode_dir(target, tables, prompt, domain.data_dictionary())
-    _check_frozen(layout, episode, target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{episode}.", suffix=".tmp", dir=target.parent))
+    try:
+        staging.chmod(0o755)  # readable by a sandbox user, like the files inside
+        write_episode_dir(staging, tables, prompt, domain.data_dictionary())
+        _check_frozen(layout, episode, staging)
+        try:
+            staging.rename(target)
+        except OSError:
+            if not target.is_dir():  # not a lost race: a real error
+                raise
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
     return target
 
 

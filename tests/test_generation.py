@@ -259,3 +259,30 @@ def test_partial_writes_of_a_killed_shard_are_cleared(one_worker, tmp_path):
     generate_cli(out)
     assert not any(path.exists() for path in stale)
     assert dataset_files(out) == dataset_files(one_worker)
+
+
+def test_concurrent_lazy_opens_see_a_complete_episode(one_worker, tmp_path, monkeypatch):
+    """Rollouts of one prompt open the same lazy episode at once. An opener that arrives while
+    another is still writing must get the complete file set, never a half-written directory:
+    the rebuild is renamed into place whole. Here the second opener arrives after the first has
+    written one file; both see every file, and no staging directory is left."""
+    import causaltrace.generation as generation
+    from causaltrace import storage
+
+    lazy = tmp_path / "lazy"
+    generate_cli(lazy, "dataset.materialize=false")
+    cache = tmp_path / "cache"
+    expected = dataset_files(one_worker / "public/episodes/smoke-000002")
+    seen = []
+    real_write = storage.atomic_write_bytes
+
+    def write_then_let_another_opener_in(path, data):
+        real_write(path, data)
+        if not seen:  # once: a second opener arrives mid-write
+            seen.append(None)
+            seen.append(dataset_files(open_episode(lazy, "smoke-000002", cache_dir=cache)))
+
+    monkeypatch.setattr(storage, "atomic_write_bytes", write_then_let_another_opener_in)
+    first = dataset_files(generation.open_episode(lazy, "smoke-000002", cache_dir=cache))
+    assert seen[1] == expected and first == expected
+    assert sorted(p.name for p in cache.iterdir()) == ["smoke-000002"]
