@@ -170,7 +170,7 @@ def main() -> None:
     parser.add_argument("--preset", default="default")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument(
-        "--episodes", type=int, default=320, help="episodes of the 1-vs-2-worker comparison"
+        "--episodes", type=int, default=1000, help="episodes of the 1-vs-2-worker comparison"
     )
     args = parser.parse_args()
     n_stage = 12 if args.quick else 36
