@@ -99,6 +99,18 @@ def test_turn_budget(dataset):
         assert truncated and info["reason"] == "turn budget exhausted"
 
 
+WALK_FOR_PRIVATE_FILES = """
+import os
+walked, found = 0, []
+for d, dirs, files in os.walk('/'):
+    dirs[:] = [x for x in dirs if not (d == '/' and x in ('proc', 'sys'))]
+    walked += len(files)
+    found += [os.path.join(d, f) for f in files if f.startswith('shard-') or f.endswith('.jsonl')]
+    found += [os.path.join(d, x) for x in dirs if os.path.isdir(os.path.join(d, x, 'labels'))]
+print(walked, found)
+"""
+
+
 def test_labels_and_private_files_never_reach_the_tools(dataset):
     source = DatasetSource(dataset)
     label_text = "".join(p.read_text() for p in (dataset / "private" / "labels").iterdir())
@@ -106,11 +118,10 @@ def test_labels_and_private_files_never_reach_the_tools(dataset):
         env.reset(options={"episode": "envtest-000001"})
         probes = [
             {"name": "python", "arguments": {"code": "import os; print(os.listdir('/'))"}},
-            {
+            {  # walk the whole file system the sandbox sees (os.walk: 0.4 s for ~140k files;
+                # a recursive glob follows the /usr symlinks several times and takes minutes)
                 "name": "python",
-                "arguments": {
-                    "code": "import glob; print(glob.glob('/**/labels*', recursive=True))"
-                },
+                "arguments": {"code": WALK_FOR_PRIVATE_FILES},
             },
             {
                 "name": "python",
@@ -127,6 +138,8 @@ def test_labels_and_private_files_never_reach_the_tools(dataset):
         ]
         outputs = [env.step(p)[0] for p in probes]
     label = source.label("envtest-000001")
+    walked, found = outputs[1].strip().split(" ", 1)
+    assert int(walked) > 1000 and found == "[]"  # the walk ran; nothing of private/ is there
     for out in outputs:
         assert '"effect_in_slice"' not in out and '"strength"' not in out
         assert str(label.strength) not in out
