@@ -10,7 +10,10 @@ tasks), each taking the shards ``shard % num_workers == worker_index``.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import math
+import os
 import shutil
 import tempfile
 from collections import Counter
@@ -312,8 +315,26 @@ def write_manifest(job: Job) -> Path | None:
         },
         "shards": records,
     }
-    atomic_write_text(layout.manifest, canonical_json(_plain(manifest)))
+    with _directory_lock(layout.root):
+        # Under the lock no other writer is mid-write, so any temporary manifest left here is
+        # a killed writer's: remove it with the new manifest in place.
+        atomic_write_text(layout.manifest, canonical_json(_plain(manifest)))
+        for stale in layout.root.glob(f".{layout.manifest.name}.*.tmp"):
+            stale.unlink(missing_ok=True)
     return layout.manifest
+
+
+@contextlib.contextmanager
+def _directory_lock(directory: Path):
+    """An exclusive advisory lock on a directory (flock on its descriptor: no lock file to
+    leave behind). Workers on one machine take turns; a shared file system that ignores flock
+    degrades to the unlocked behaviour, where a killed writer's temporary file may stay."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
 
 
 def _plain(value):

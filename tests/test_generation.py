@@ -243,7 +243,8 @@ def test_frozen_split_without_tables_rebuilds_or_fails_loudly(one_worker, tmp_pa
 
 def test_partial_writes_of_a_killed_shard_are_cleared(one_worker, tmp_path):
     """A kill in the middle of an atomic write leaves a temporary file beside its target; the
-    re-run of that shard removes it, so the finished dataset has no extra file."""
+    re-run of that shard removes it (and the manifest's writer removes a killed manifest
+    write's), so the finished dataset has no extra file."""
     import shutil
 
     out = tmp_path / "partial"
@@ -253,6 +254,7 @@ def test_partial_writes_of_a_killed_shard_are_cleared(one_worker, tmp_path):
     stale = [
         out / "private" / "labels" / ".shard-00001.jsonl.abc123.tmp",
         out / "public" / "episodes" / "smoke-000009" / ".perf_daily.parquet.x1.tmp",
+        out / ".manifest.json.k9x2.tmp",  # a kill while the last worker wrote the manifest
     ]
     for path in stale:
         path.write_text("half a file")
