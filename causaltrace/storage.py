@@ -72,11 +72,17 @@ def sha256_file(path: Path) -> str:
 
 
 def table_bytes(frame) -> bytes:
-    """A table as Parquet bytes (zstd, no index): the same frame always gives the same bytes."""
+    """A table as Parquet bytes (zstd, no index): the same frame always gives the same bytes.
+
+    What ``frame.to_parquet(engine="pyarrow", compression="zstd", index=False)`` writes, byte for
+    byte (a test checks), without pandas' path and option handling on every call."""
     import io
 
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     buffer = io.BytesIO()
-    frame.to_parquet(buffer, engine="pyarrow", compression="zstd", index=False)
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), buffer, compression="zstd")
     return buffer.getvalue()
 
 
