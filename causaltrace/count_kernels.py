@@ -25,7 +25,7 @@ The kernels sum PMF terms in another order than ``scipy.special`` computes the C
 they accept an answer only when ``u`` is clear of the CDF at the answer and below it by a margin
 far above the rounding of either computation (``ZERO_MARGIN``, and a slack that grows with the
 size of the log-PMF terms); closer calls go to the exact path. Every element therefore gets the
-answer the exact path gives; ``tests/test_distributions.py`` checks this on fixed grids that
+answer the exact path gives; ``tests/test_count_kernels.py`` checks this on fixed grids that
 include ``u`` within 1e-14 of 0 and 1, and checks both against scipy's ``ppf``.
 
 ``AVAILABLE`` is False when numba cannot be imported (a platform without wheels) or when the
@@ -41,10 +41,11 @@ import os
 import numpy as np
 
 SMALL_MEAN = 48.0  # at most ~48 + 10 sd steps from zero: cheaper than one incomplete beta
-MAX_STEPS = 256  # from-zero searches longer than this go to the general path
+MAX_STEPS = 256  # from-zero searches longer than this go to the bracket or the exact path
 MIN_LOG_PMF0 = -700.0  # exp(-700) is still a normal double: no underflow at k = 0
-# A u this far below a lower bound of cdf(0) gives 0 without evaluating cdf(0): far more than
-# the rounding of any evaluation of cdf(0), so the answer is the one an evaluation would give.
+# How clear of a CDF value u must be for a from-zero answer (and for u below the Bernoulli bound
+# of cdf(0) to give 0 without evaluating it): far more than the rounding of a few hundred
+# additions of values <= 1, or of any evaluation of cdf(0), so the answer is the exact path's.
 ZERO_MARGIN = 1e-12
 SLACK = 1e-12  # rounding of the bracket's tail sums and walks (a few hundred operations <= 1)
 EPS = 2.220446049250313e-16  # float64 machine epsilon

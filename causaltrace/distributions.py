@@ -6,10 +6,15 @@ shared uniform ``u`` through the inverse CDF keeps the two worlds equal wherever
 are equal and monotonically coupled where they differ (the standard construction for
 counterfactuals of discrete variables).
 
-scipy's ``ppf`` methods are exact but cost about 1 microsecond per element. Here a
-Cornish-Fisher guess (mean + sd*z + skew*(z**2-1)/6) is corrected by a vectorized galloping
-search on the exact CDF (``scipy.special``), which returns the same quantile, the smallest ``k``
-with ``cdf(k) >= u``, at a fraction of the cost, since the guess is usually within a count.
+scipy's ``ppf`` methods are exact but cost about 1 microsecond per element. Here every answer is
+the exact quantile, the smallest ``k`` with ``cdf(k) >= u``, found in two stages:
+
+- the compiled kernels of :mod:`causaltrace.count_kernels` (numba) settle most elements in one
+  pass, by sums from zero for small means and bracketed tail sums for moderate spreads,
+  accepting an answer only where it is clear of rounding;
+- the exact path takes the rest (all elements without numba): a Cornish-Fisher guess
+  (mean + sd*z + skew*(z**2-1)/6), the exact CDF there (``scipy.special``), a walk by the PMF
+  recurrence and, far from the guess, a galloping search.
 """
 
 from __future__ import annotations
@@ -197,6 +202,12 @@ def _walk(
 # -- compiled kernels ---------------------------------------------------------------------------
 _KERNELS: Any = False  # False: not looked up yet; None: unavailable
 
+# Elements whose count has at most this standard deviation are bracketed by the compiled
+# kernels (about two standard deviations of PMF terms, cheaper than an incomplete beta up to
+# here); wider ones take the exact path. Negative binomials with an integer shape are always
+# bracketed, through a binomial tail whose spread is at most sqrt(shape).
+BRACKET_MAX_SD = 24.0
+
 
 def _kernels() -> Any:
     """The numba kernels module, imported on first use (numba's import and the first
@@ -312,13 +323,6 @@ def _binomial_general(nl: np.ndarray, pl: np.ndarray, ul: np.ndarray) -> np.ndar
             upper=nr,
         )
     return k
-
-
-# Elements whose count has at most this standard deviation are bracketed by the compiled
-# kernels (about two standard deviations of PMF terms, cheaper than an incomplete beta up to
-# here); wider ones take the exact path. Negative binomials with an integer shape are always
-# bracketed, through a binomial tail whose spread is at most sqrt(shape).
-BRACKET_MAX_SD = 24.0
 
 
 def _binom_cdf_at_guess(k: np.ndarray, n: np.ndarray, p: np.ndarray) -> np.ndarray:
