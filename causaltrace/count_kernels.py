@@ -51,6 +51,7 @@ SLACK = 1e-12  # rounding of the bracket's tail sums and walks (a few hundred op
 EPS = 2.220446049250313e-16  # float64 machine epsilon
 MAX_TERMS = 4096  # tail terms a bracket may add before leaving the element to the exact path
 MAX_WALK = 64  # steps from the guess a bracket may walk
+BATCH = 8  # tail terms a bracket adds between two checks
 
 try:
     if os.environ.get("CAUSALTRACE_NUMBA", "1") == "0":
@@ -163,7 +164,7 @@ def _bracket_one(
 
     Walking from the guess moves the interval by PMF steps of the count (``kind``, ``ai``, ``bi``,
     ``ti``). The answer is settled once ``u`` falls clearly on one side of the interval at the
-    answer and at the count below it; while ``u`` is inside, one more term narrows the interval.
+    answer and at the count below it; while ``u`` is inside, more terms narrow the interval.
     ``sl`` widens every interval by the rounding of the PMFs (their logarithms are sums of
     ``lgamma`` of large numbers) and of the sums, so a settled answer is the exact quantile. Not
     settled within ``MAX_TERMS`` terms and ``MAX_WALK`` steps, or with ``u`` within ``sl`` of a
@@ -176,23 +177,22 @@ def _bracket_one(
     terms = 0
     steps = 0
     while terms <= MAX_TERMS and steps <= MAX_WALK:
-        if up:
-            rho = _up(tail_kind, j, tai, tbi) if j < tti else 0.0
-        else:
-            rho = _down(tail_kind, j, tai, tbi) if j > 0.0 else 0.0
+        inside = j < tti if up else j > 0.0
+        rho = _tail_ratio(tail_kind, j, tai, tbi, up) if inside else 0.0
         if rho <= 0.0 or g == 0.0:
             rest = 0.0
         elif rho < 1.0:
-            rest = g * rho / (1.0 - rho)
+            rest = g * rho / (1.0 - rho)  # bound on the rest of the tail
         else:
             rest = np.inf
+        # F(kk) lies in [lo, hi], widened by the slack
         if sg > 0.0:
-            lo, hi = base + s, base + (s + rest)
+            lo, hi = base + s + delta - sl, base + s + rest + delta + sl
         else:
-            lo, hi = base - (s + rest), base - s
-        lo += delta - sl
-        hi += delta + sl
-        if hi < ui:  # F(kk) < u: the answer is above
+            lo, hi = base - s - rest + delta - sl, base - s + delta + sl
+        above, below = lo >= ui, hi < ui  # F(kk) >= u, F(kk) < u
+        above_prev, below_prev = lo - ff >= ui, hi - ff < ui  # the same for F(kk - 1)
+        if below:  # the answer is above kk
             if kk >= ti:
                 return kk, False
             ff *= _up(kind, kk, ai, bi)
@@ -200,22 +200,48 @@ def _bracket_one(
             delta += ff
             steps += 1
             continue
-        if lo >= ui:  # F(kk) >= u: the answer is kk or below
-            if kk <= 0.0 or hi - ff < ui:
+        if above:  # the answer is kk or below
+            if kk <= 0.0 or below_prev:
                 return kk, True
-            if lo - ff >= ui:
+            if above_prev:
                 delta -= ff
                 ff *= _down(kind, kk, ai, bi)
                 kk -= 1.0
                 steps += 1
                 continue
-        if rest == 0.0:  # nothing left to add: u is within the slack of a CDF value
+        if rho <= 0.0 or g == 0.0:  # nothing left to add: u is within the slack of a CDF value
             return kk, False
-        g *= rho  # u inside the interval: one more term narrows it
-        j += 1.0 if up else -1.0
-        s += g
-        terms += 1
+        # u inside the interval: more terms narrow it, BATCH of them before the next check (the
+        # terms form a chain of multiplications; checking after each one costs more than the
+        # few terms a batch may add beyond what the answer needed).
+        for _ in range(BATCH):
+            g *= rho
+            j += 1.0 if up else -1.0
+            s += g
+            terms += 1
+            if not (j < tti if up else j > 0.0):
+                break
+            rho = _tail_ratio(tail_kind, j, tai, tbi, up)
+            if rho <= 0.0 or rho >= 1.0:
+                break
     return kk, False
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _tail_ratio(kind, j, a, b, up):  # pragma: no cover - compiled
+    """The next term's ratio to the current one in a bracket's tail, with one division (its
+    rounding differs from ``_up``/``_down``'s by an ulp, which the slack covers)."""
+    if up:
+        if kind == 0:
+            return (a - j) * b / (j + 1.0)
+        if kind == 1:
+            return a / (j + 1.0)
+        return (j + a) * b / (j + 1.0)
+    if kind == 0:
+        return j / ((a - j + 1.0) * b)
+    if kind == 1:
+        return j / a
+    return j / ((j - 1.0 + a) * b)
 
 
 @njit(cache=True, nogil=True, inline="always")
