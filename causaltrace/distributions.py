@@ -47,7 +47,7 @@ def _coupled(kind: Any, compute: Callable[..., np.ndarray], u: Any, *params: Any
     u_arr = np.asarray(u)
     if u_arr is not u or u_arr.flags.writeable or u_arr.ndim == 0:
         return compute(*params, u)  # not a shared, frozen noise array: nothing to reuse
-    params = [np.broadcast_to(np.asarray(p, dtype=np.float64), u_arr.shape) for p in params]
+    params = [np.broadcast_to(_frozen(p), u_arr.shape) for p in params]
     hit = _MEMO.get(id(u_arr))
     if hit is not None and hit[0]() is u_arr and hit[1] == kind:
         previous_params, previous = hit[2], hit[3]
@@ -62,8 +62,22 @@ def _coupled(kind: Any, compute: Callable[..., np.ndarray], u: Any, *params: Any
         result = compute(*params, u_arr)
     key = id(u_arr)
     ref = weakref.ref(u_arr, lambda r, key=key: _forget(key, r))
-    _MEMO[key] = (ref, kind, [p.copy() for p in params], result.copy())
+    _MEMO[key] = (ref, kind, params, result.copy())
     return result
+
+
+def _frozen(param: Any) -> np.ndarray:
+    """``param`` as a float64 array that nobody can change while the memo holds it: a
+    read-only array as it is (the nodes' outputs), a conversion as made, anything else copied."""
+    arr = np.asarray(param, dtype=np.float64)
+    if arr is not param:
+        return arr
+    view = arr
+    while isinstance(view, np.ndarray):  # a read-only view of a writable array may change
+        if view.flags.writeable:
+            return arr.copy()
+        view = view.base
+    return arr
 
 
 _MAX_ROUNDS = 64  # galloping doubles the step each round: 64 rounds cover any int64 count.

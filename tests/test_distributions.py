@@ -93,3 +93,20 @@ def test_coupling_memo_forgets_freed_noise():
     del u
     gc.collect()
     assert len(dist._MEMO) == before
+
+
+def test_coupling_memo_survives_callers_editing_their_parameters(rng):
+    """The memo keeps read-only parameters by reference (the nodes' outputs) and copies writable
+    ones, and read-only views of writable arrays. A parameter edited after the call to the
+    values of the next call must not make the memo return the first call's counts."""
+    u = rng.random((30, 20))
+    u.setflags(write=False)
+    first, second = rng.uniform(1, 40, u.shape), rng.uniform(1, 40, u.shape)
+    expected = poisson_icdf(second, u.copy())
+    base = first.copy()
+    view = base[:]
+    view.setflags(write=False)  # read-only view of a writable array
+    for param, backing in ((first.copy(), None), (view, base)):
+        poisson_icdf(param, u)
+        (param if backing is None else backing)[:] = second  # now equal to the next call's
+        np.testing.assert_array_equal(poisson_icdf(second, u), expected)
