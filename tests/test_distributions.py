@@ -9,12 +9,13 @@ from causaltrace import count_kernels
 from causaltrace import distributions as dist
 from causaltrace.distributions import binomial_icdf, negbinom_icdf, poisson_icdf
 
+# Every test here runs on both paths: the numba kernels (where numba is available) and the
+# numpy exact path.
+PATHS = ["compiled", "numpy"] if count_kernels.AVAILABLE else ["numpy"]
 
-@pytest.fixture(params=["compiled", "numpy"], autouse=True)
+
+@pytest.fixture(params=PATHS, autouse=True)
 def count_path(request, monkeypatch):
-    """Every test here runs on both paths: the numba kernels and the numpy exact path."""
-    if request.param == "compiled" and not count_kernels.AVAILABLE:
-        pytest.skip("numba is not available (or CAUSALTRACE_NUMBA=0)")
     monkeypatch.setattr(dist, "_KERNELS", False if request.param == "compiled" else None)
     return request.param
 
