@@ -441,7 +441,7 @@ def open_episode(out_dir: str | Path, episode: str, cache_dir: str | Path | None
     if stored.is_dir() and any(stored.iterdir()):
         return stored
     target = Path(cache_dir) / episode if cache_dir is not None else stored
-    if target.is_dir():
+    if target.is_dir() and any(target.iterdir()):  # (an empty one is replaced by the rename)
         return target
     domain = dataset_domain(out_dir)
     tables, prompt = build_visible(domain, find_spec(out_dir, episode))
