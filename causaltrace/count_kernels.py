@@ -147,6 +147,12 @@ def walk(kind, k, c, f, u, a, b, top, walk_steps, settled):  # pragma: no cover 
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _ratio(kind, j, a, b, up):  # pragma: no cover - compiled
+    """The next tail term's ratio to the current one: upwards or downwards."""
+    return _up(kind, j, a, b) if up else _down(kind, j, a, b)
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _bracket_one(
     kind, kk, ff, ai, bi, ti, tail_kind, j, g, tai, tbi, tti, up, base, sg, sl, ui
 ):  # pragma: no cover - compiled  # fmt: skip
@@ -178,7 +184,7 @@ def _bracket_one(
     steps = 0
     while terms <= MAX_TERMS and steps <= MAX_WALK:
         inside = j < tti if up else j > 0.0
-        rho = _tail_ratio(tail_kind, j, tai, tbi, up) if inside else 0.0
+        rho = _ratio(tail_kind, j, tai, tbi, up) if inside else 0.0
         if rho <= 0.0 or g == 0.0:
             rest = 0.0
         elif rho < 1.0:
@@ -221,27 +227,10 @@ def _bracket_one(
             terms += 1
             if not (j < tti if up else j > 0.0):
                 break
-            rho = _tail_ratio(tail_kind, j, tai, tbi, up)
+            rho = _ratio(tail_kind, j, tai, tbi, up)
             if rho <= 0.0 or rho >= 1.0:
                 break
     return kk, False
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _tail_ratio(kind, j, a, b, up):  # pragma: no cover - compiled
-    """The next term's ratio to the current one in a bracket's tail, with one division (its
-    rounding differs from ``_up``/``_down``'s by an ulp, which the slack covers)."""
-    if up:
-        if kind == 0:
-            return (a - j) * b / (j + 1.0)
-        if kind == 1:
-            return a / (j + 1.0)
-        return (j + a) * b / (j + 1.0)
-    if kind == 0:
-        return j / ((a - j + 1.0) * b)
-    if kind == 1:
-        return j / a
-    return j / ((j - 1.0 + a) * b)
 
 
 @njit(cache=True, nogil=True, inline="always")
