@@ -7,7 +7,15 @@ analyst sees. This module stays light on purpose: pgmpy, matplotlib, DuckDB and 
 imported only by the functions that need them.
 """
 
-from causaltrace.domain import Background, Domain, DomainError, available_domains, load_domain
+from causaltrace.alerts import AlertExplanation, AlertReading, explain_alert, raised_alert
+from causaltrace.domain import (
+    Background,
+    Domain,
+    DomainError,
+    available_domains,
+    domain_has_monitor,
+    load_domain,
+)
 from causaltrace.errors import (
     CausalTraceError,
     CycleError,
@@ -36,12 +44,17 @@ __version__ = "0.1.0"
 
 __all__ = [
     "SCM",
+    "AlertExplanation",
+    "AlertReading",
     "Background",
     "CausalTraceError",
     "Domain",
     "DomainError",
     "available_domains",
+    "domain_has_monitor",
+    "explain_alert",
     "load_domain",
+    "raised_alert",
     "Constant",
     "CycleError",
     "Decay",

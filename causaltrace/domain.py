@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from causaltrace.alerts import AlertReading
 from causaltrace.errors import CausalTraceError
 from causaltrace.intervention_points import InterventionDraw
 from causaltrace.interventions import Intervention
@@ -55,7 +56,9 @@ class Domain(ABC):
     (Hydra) configuration as a plain mapping. The other hooks turn simulated worlds into what an
     analyst sees: :meth:`background` (decoys common to both worlds), :meth:`render` (the
     agent-visible tables), :meth:`task_prompt`, :meth:`data_dictionary`, and :meth:`kpi_totals`
-    (the KPIs whose counterfactual effect an oracle label records). Every hook receives an
+    (the KPIs whose counterfactual effect an oracle label records). A domain with a monitoring
+    rule also implements :meth:`alert_readings` and :meth:`monitor_tables`, so the verifier can
+    check that the hidden cause explains the alert the prompt shows. Every hook receives an
     explicit ``numpy.random.Generator`` where it needs randomness.
     """
 
@@ -107,6 +110,24 @@ class Domain(ABC):
         """Signature statistics read from the agent-visible tables (for the verifier)."""
         raise NotImplementedError(f"domain {self.name!r} offers no evidence for verification")
 
+    def alert_readings(self, tables: Mapping[str, pd.DataFrame]) -> Sequence[AlertReading]:
+        """Every ``(kpi, scope)`` reading of the domain's monitoring rule on ``tables``, in a
+        fixed order (the first wins ties in :func:`~causaltrace.alerts.raised_alert`).
+
+        The prompt should name ``raised_alert(self.alert_readings(tables))``. With this hook and
+        :meth:`monitor_tables` the engine reads the same rule on the counterfactual world and
+        rejects episodes whose alert does not fire or the cause does not explain (see
+        ``VerifierConfig.check_alert``). Default: the domain has no monitor, and that gate does
+        not apply to it.
+        """
+        raise NotImplementedError(f"domain {self.name!r} has no monitoring rule")
+
+    def monitor_tables(self, world: World) -> Mapping[str, pd.DataFrame]:
+        """The tables :meth:`alert_readings` reads, rendered from ``world`` without randomness,
+        so the counterfactual world can be read by the same rule cheaply. On the factual world
+        they must give the same readings as the rendered tables do. Default: no monitor."""
+        raise NotImplementedError(f"domain {self.name!r} has no monitoring rule")
+
     def alert_onset(self) -> int:
         """The first step of the window the alert reports on (a no-signal episode's scans
         look for causes from here on). Default: the last 7 steps."""
@@ -125,6 +146,17 @@ class Domain(ABC):
         return tuple(
             n for n, p in self.scm.intervention_points.items() if p.metadata.get("no_signal")
         )
+
+
+def domain_has_monitor(domain: Domain) -> bool:
+    """Whether ``domain`` overrides both monitor hooks (:meth:`Domain.alert_readings` and
+    :meth:`Domain.monitor_tables`); the explained-alert gate needs both, and skips a domain
+    that lacks either."""
+    cls = type(domain)
+    return (
+        cls.alert_readings is not Domain.alert_readings
+        and cls.monitor_tables is not Domain.monitor_tables
+    )
 
 
 def available_domains() -> dict[str, str]:

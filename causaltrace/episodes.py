@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from causaltrace.domain import Background, Domain
+from causaltrace.alerts import AlertExplanation, explain_alert
+from causaltrace.domain import Background, Domain, domain_has_monitor
 from causaltrace.intervention_points import InterventionDraw
 from causaltrace.labels import KpiEffect, OracleLabel
 from causaltrace.seeds import episode_streams
@@ -57,7 +58,9 @@ class EpisodeSpec:
 @dataclass(frozen=True)
 class Episode:
     """A built episode: the agent-visible part (``tables``, ``prompt``) and the hidden part
-    (``spec``, ``draw``, ``worlds``, ``label``). Only the first two may reach an agent."""
+    (``spec``, ``draw``, ``worlds``, ``label``, ``alert``). Only the first two may reach an
+    agent. ``alert`` says how much of the prompt's alert the cause explains (None if the domain
+    has no monitor or its tables raise no alert)."""
 
     spec: EpisodeSpec
     draw: InterventionDraw
@@ -66,6 +69,7 @@ class Episode:
     tables: dict[str, pd.DataFrame]
     prompt: str
     label: OracleLabel
+    alert: AlertExplanation | None = None
 
 
 def episode_id(split: str, index: int) -> str:
@@ -100,8 +104,20 @@ def build_episode(
     draw, background, worlds, render_rng = _simulate(domain, spec, draw, counterfactual=True)
     tables = domain.render(worlds.factual, draw, background, render_rng)
     prompt = domain.task_prompt(tables)
-    label = make_label(domain, spec, draw, worlds)
-    return Episode(spec, draw, background, worlds, tables, prompt, label)
+    alert = explain_episode_alert(domain, tables, worlds)
+    label = make_label(domain, spec, draw, worlds, alert)
+    return Episode(spec, draw, background, worlds, tables, prompt, label, alert)
+
+
+def explain_episode_alert(
+    domain: Domain, tables: Mapping[str, pd.DataFrame], worlds: Worlds
+) -> AlertExplanation | None:
+    """The monitor read on the agent's tables against the same rule on the counterfactual
+    world; None if the domain has no monitor or the tables raise no alert."""
+    if not domain_has_monitor(domain):
+        return None
+    counterfactual = domain.monitor_tables(worlds.counterfactual)
+    return explain_alert(domain.alert_readings(tables), domain.alert_readings(counterfactual))
 
 
 def build_visible(domain: Domain, spec: EpisodeSpec) -> tuple[dict[str, pd.DataFrame], str]:
@@ -113,9 +129,14 @@ def build_visible(domain: Domain, spec: EpisodeSpec) -> tuple[dict[str, pd.DataF
 
 
 def make_label(
-    domain: Domain, spec: EpisodeSpec, draw: InterventionDraw, worlds: Worlds
+    domain: Domain,
+    spec: EpisodeSpec,
+    draw: InterventionDraw,
+    worlds: Worlds,
+    alert: AlertExplanation | None = None,
 ) -> OracleLabel:
-    """The oracle label: cause, group, slice, onset, strength and counterfactual KPI effects."""
+    """The oracle label: cause, group, slice, onset, strength and counterfactual KPI effects;
+    ``extra["alert"]`` records how much of the alert the cause explains (None without one)."""
     panel = domain.scm.panel
     onset = draw.window.onset
     inside = draw.slice.mask(panel)
@@ -138,5 +159,8 @@ def make_label(
         profile=info["profile"],
         effect_in_slice=effects(inside),
         effect_overall=effects(everywhere),
-        extra={"profile_params": info["profile_params"]},
+        extra={
+            "profile_params": info["profile_params"],
+            "alert": None if alert is None else alert.to_dict(),
+        },
     )

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from causaltrace.composition import assignments
-from causaltrace.domain import Domain, load_domain
+from causaltrace.domain import Domain, domain_has_monitor, load_domain
 from causaltrace.episodes import Episode, EpisodeSpec, build_episode, build_visible, episode_id
 from causaltrace.errors import CausalTraceError
 from causaltrace.storage import (
@@ -35,7 +35,7 @@ from causaltrace.storage import (
     sha256_file,
     write_episode_dir,
 )
-from causaltrace.verify import Verdict, VerifierConfig, verify
+from causaltrace.verify import Verdict, VerifierConfig, verify, verify_alert
 
 FORMAT = "causaltrace-dataset/1"
 
@@ -127,6 +127,33 @@ class ShardResult:
     rejections: Counter
 
 
+def verify_episode(domain: Domain, episode: Episode, verifier: VerifierConfig) -> Verdict:
+    """The verdict on one built attempt: the explained-alert gate (for a domain with a monitor),
+    then the table verifier.
+
+    The gate runs first and a rejection there stops the attempt (the verifier's scans cost far
+    more, and an episode whose prompt names an alert that did not fire, or that the cause did
+    not make, is unusable whatever they find). An accepted verdict carries both stages' stats.
+    """
+    gate = None
+    if domain_has_monitor(domain):
+        signal = episode.draw.point not in domain.no_signal_causes()
+        gate = verify_alert(episode.alert, signal=signal, config=verifier)
+        if not gate.accepted:
+            return gate
+    verdict = verify(
+        domain.scm,
+        domain.evidence(episode.tables),
+        episode.draw,
+        alert_onset=domain.alert_onset(),
+        no_signal=domain.no_signal_causes(),
+        config=verifier,
+    )
+    if gate is None or not gate.stats:
+        return verdict
+    return Verdict(verdict.accepted, verdict.reasons, {**verdict.stats, **gate.stats})
+
+
 def accept_episode(
     domain: Domain, spec: EpisodeSpec, verifier: VerifierConfig, max_attempts: int
 ) -> tuple[Episode, list[Verdict]]:
@@ -134,14 +161,7 @@ def accept_episode(
     verdicts: list[Verdict] = []
     for attempt in range(max_attempts):
         episode = build_episode(domain, spec.with_attempt(attempt))
-        verdict = verify(
-            domain.scm,
-            domain.evidence(episode.tables),
-            episode.draw,
-            alert_onset=domain.alert_onset(),
-            no_signal=domain.no_signal_causes(),
-            config=verifier,
-        )
+        verdict = verify_episode(domain, episode, verifier)
         verdicts.append(verdict)
         if verdict.accepted:
             return episode, verdicts

@@ -17,6 +17,11 @@ cause ``c``, slice ``S`` and onset ``t0``:
 4. for a no-signal cause: no cause's signature fires on any of its candidate slices at the alert
    window.
 
+For a domain with a monitoring rule, :func:`verify_alert` adds a gate that reads the hidden
+counterfactual (so it is not part of :func:`verify`, which reads the tables only): the prompt's
+alert must fire, and for a signal cause the cause must explain at least ``explained_share`` of
+its move without the alert firing in the counterfactual world as well.
+
 "Fires" in a scan over many slices means significant after a Bonferroni correction over the
 scan (one-sided z >= Phi^-1(1 - ``scan_alpha`` / m)) *and* SNR >= ``snr``, so that a scan of a
 hundred noisy slices does not find a cause in pure noise.
@@ -33,6 +38,7 @@ from typing import Protocol
 import numpy as np
 from scipy import special
 
+from causaltrace.alerts import AlertExplanation
 from causaltrace.intervention_points import InterventionDraw, candidate_slices
 from causaltrace.panel import Panel
 from causaltrace.slices import Slice
@@ -100,6 +106,8 @@ class VerifierConfig:
     confuser_ratio: float = 0.5
     check_children: bool = True
     check_confusers: bool = True
+    explained_share: float = 0.5  # share of the alerted move a signal cause must have made
+    check_alert: bool = True  # the explained-alert gate (domains with a monitor only)
 
     @property
     def child_threshold(self) -> float:
@@ -255,4 +263,31 @@ def verify(
             stats[f"confuser_z:{other}"] = max((st.z for _, st in found), default=0.0)
             if fired:
                 reasons.append(f"confusable:{other}@{where or 'all'}")
+    return Verdict(not reasons, tuple(reasons), stats)
+
+
+def verify_alert(
+    explanation: AlertExplanation | None, *, signal: bool, config: VerifierConfig = VerifierConfig()
+) -> Verdict:
+    """The explained-alert gate of a monitored domain's episode (``explanation`` is None when
+    its tables raise no alert).
+
+    Every prompt says an alert fired, so an episode without one is rejected (``no_alert``). A
+    signal cause must have made at least ``config.explained_share`` of the alerted move
+    (``alert_unexplained``) and the alert must not fire without it (``alert_without_cause``):
+    otherwise the prompt points at a movement the answer does not account for. A no-signal
+    episode's alert is a false alarm by construction, so only its existence is checked. With
+    ``config.check_alert`` off nothing is rejected; the share is recorded either way.
+    """
+    if explanation is None:
+        reasons = ("no_alert",) if config.check_alert else ()
+        return Verdict(not reasons, reasons, {})
+    share = explanation.explained_share
+    stats = {"alert_explained_share": share}
+    reasons = []
+    if signal and config.check_alert:
+        if share < config.explained_share:
+            reasons.append(f"alert_unexplained:share={share:.2f}")
+        if explanation.fires_without_cause:
+            reasons.append("alert_without_cause")
     return Verdict(not reasons, tuple(reasons), stats)

@@ -25,7 +25,7 @@ STRONG = {  # cause -> (slice, strength at the top of its prior)
     "CREATIVE_FATIGUE": ("creative=brand_rsa_1", 3.0),
     "TRACKING_OUTAGE": ("browser_os=ios_safari", 0.95),
     "LANDING_PAGE_BREAK": ("device=mobile&geo=us_west", 0.9),
-    "INVALID_TRAFFIC": ("placement=search_partners", 80.0),
+    "INVALID_TRAFFIC": ("placement=display", 12.0),
     "AD_DISAPPROVAL": ("creative=pmax_asset_group_1", 1.0),
     "NO_ANOMALY": ("", 1.0),
 }
@@ -154,7 +154,7 @@ def test_landing_page_break_signature(domain):
 
 def test_invalid_traffic_signature(domain):
     draw, _, fact, cf = run(domain, "INVALID_TRAFFIC")
-    perf = rows(fact["perf_daily"], "placement=search_partners", onset_date(domain, draw))
+    perf = rows(fact["perf_daily"], "placement=display", onset_date(domain, draw))
     f, c = totals(fact["perf_daily"], perf), totals(cf["perf_daily"], perf)
     assert f["invalid_clicks"] > 5 * c["invalid_clicks"]
     assert f["clicks"] / f["impressions"] > 1.5 * c["clicks"] / c["impressions"]  # CTR up
@@ -184,7 +184,14 @@ def test_ad_disapproval_siblings_absorb(domain):
     gone = rows(perf_f, "creative=pmax_asset_group_1", after)
     assert perf_f.loc[gone, "impressions"].sum() == 0 < perf_c.loc[gone, "impressions"].sum()
     sibling = rows(perf_f, "creative=pmax_asset_group_2", after)
-    assert perf_f.loc[sibling, "impressions"].sum() > 1.5 * perf_c.loc[sibling, "impressions"].sum()
+    gained = perf_f.loc[sibling, "impressions"].sum() / perf_c.loc[sibling, "impressions"].sum()
+    # One of two equally weighted ads remains: the ad group serves 0.5 ** 0.6 = 0.66 of its
+    # auctions (lower ad strength), all on the sibling: 1.32x its own, up to the noise of
+    # ~2e5 impressions (a few tenths of a percent) and the per-cell rotation weights.
+    assert 1.2 < gained < 1.45
+    group = rows(perf_f, "campaign=pmax_prospecting", after)
+    lost = perf_f.loc[group, "impressions"].sum() / perf_c.loc[group, "impressions"].sum()
+    assert lost < 0.8  # the disapproval costs the campaign real volume, not just a reshuffle
     status = fact["creatives"].set_index("creative")["policy_status"]
     assert status["pmax_asset_group_1"] == "disapproved"
 
@@ -281,36 +288,60 @@ def test_no_anomaly_carries_no_effect(domain):
         pd.testing.assert_frame_equal(fact[table], cf[table])
 
 
+@pytest.fixture(scope="module")
+def default_domain():
+    return load_domain("ads")
+
+
+@pytest.mark.parametrize("seed", [5, 6])
 @pytest.mark.parametrize("cause", sorted(STRONG))
-def test_accounting_invariants(domain, cause):
-    _, worlds, fact, _ = run(domain, cause, seed=5)
+def test_accounting_invariants(default_domain, cause, seed):
+    """Accounting identities of the default account, every cause, two seeds."""
+    domain = default_domain
+    _, worlds, fact, _ = run(domain, cause, seed=seed)
     w, panel = worlds.factual, domain.scm.panel
     perf = fact["perf_daily"]
     assert (perf["clicks"] <= perf["impressions"]).all()
-    assert (w["conversions"] <= w["tracked_conversions"]).all()
     assert (w["tracked_conversions"] <= w["real_conversions"]).all()
+    # Reported conversions are the tagged and modelled ones, still maturing.
+    assert (w["conversions"] <= w["tracked_conversions"] + w["modelled_conversions"]).all()
     assert (w["invalid_clicks"] <= w["bot_clicks"]).all()
-    # Impression share + lost (budget) + lost (rank) = 1 for every campaign-day.
+    # Connected TVs are not clickable: no clicks, no sessions.
+    ctv = panel.labels("device") == "ctv"
+    assert ctv.any() and (w["clicks"][ctv] == 0).all() and (w["sessions"][ctv] == 0).all()
+    # Search impression share + lost (budget) + lost (rank) = 1 for every campaign-day with
+    # search auctions; campaigns without search report none.
     shares = fact["impression_share_daily"]
-    total = shares[["search_impression_share", "search_lost_is_budget", "search_lost_is_rank"]].sum(
-        axis=1
-    )
-    np.testing.assert_allclose(total, 1.0, atol=1e-9)
-    # Spend never exceeds the overdelivery cap of the day's budget.
-    cost = panel.group_sum(w["cost"], ("campaign",))
-    idx, _ = panel.group_index(("campaign",))
-    first = np.array([np.flatnonzero(idx == g)[0] for g in range(cost.shape[0])])
-    cap = domain.settings.overdelivery * w["daily_budget"][first]
-    assert (cost <= cap + 1e-6).all()
+    cols = ["search_impression_share", "search_lost_is_budget", "search_lost_is_rank"]
+    reported = shares[cols[0]].notna()
+    np.testing.assert_allclose(shares.loc[reported, cols].sum(axis=1), 1.0, atol=1e-9)
+    searchless = {c.name for c in domain.settings.campaigns} - {
+        c.name
+        for c in domain.settings.campaigns
+        if {"search", "search_partners"} & set(c.placements)
+    }
+    assert set(shares.loc[~reported, "campaign"].astype(str)) == searchless
+    # Pacing holds the expected spend within the day's overdelivery limit, and the billed cost
+    # stays within the platform's daily limit of twice the budget.
+    idx, n_campaigns = panel.group_index(("campaign",))
+    first = np.array([np.flatnonzero(idx == g)[0] for g in range(n_campaigns)])
+    budget = w["daily_budget"][first]
+    expected = panel.group_sum(w["impressions"] * w["ctr"] * w["expected_cpc"], ("campaign",))
+    assert (expected <= 1.2 * domain.settings.overdelivery * budget).all()
+    assert (panel.group_sum(w["cost"], ("campaign",)) <= 2.0 * budget).all()
     # Leaf rows add up to every aggregate table, to the unit and to the cent.
     hourly = (
         fact["perf_hourly"]
-        .groupby(["date", "campaign", "device"])[["impressions", "clicks", "cost", "conversions"]]
+        .groupby(["date", "campaign", "device"], observed=True)[
+            ["impressions", "clicks", "cost", "conversions"]
+        ]
         .sum()
     )
     daily = (
         perf[perf["date"].isin(fact["perf_hourly"]["date"].unique())]
-        .groupby(["date", "campaign", "device"])[["impressions", "clicks", "cost", "conversions"]]
+        .groupby(["date", "campaign", "device"], observed=True)[
+            ["impressions", "clicks", "cost", "conversions"]
+        ]
         .sum()
     )
     daily = daily.loc[hourly.index]
@@ -319,19 +350,39 @@ def test_accounting_invariants(domain, cause):
         daily[["impressions", "clicks", "conversions"]],
     )
     np.testing.assert_allclose(hourly["cost"], daily["cost"], atol=0.005)
-    by_campaign = perf.groupby(["campaign", "date"])["impressions"].sum()
+    by_campaign = perf.groupby(["campaign", "date"], observed=True)["impressions"].sum()
     share_imps = shares.set_index(["campaign", "date"])["impressions"]
     assert (by_campaign.loc[share_imps.index] == share_imps).all()
     reach = fact["reach_frequency_daily"].set_index(["campaign", "creative", "date"])
-    by_creative = perf.groupby(["campaign", "creative", "date"])["impressions"].sum()
+    by_creative = perf.groupby(["campaign", "creative", "date"], observed=True)["impressions"].sum()
     assert (by_creative.loc[reach.index] == reach["impressions"]).all()
     assert (reach["reach"] <= reach["impressions"]).all()
-    # Tracked conversions never exceed backend orders at the site-analytics grain.
-    site = fact["site_analytics_daily"].rename(columns={"utm_campaign": "campaign"})
-    grain = ["date", "campaign", "device", "browser_os", "geo"]
-    conv = perf.groupby(grain)["conversions"].sum()
-    orders = site.set_index(grain)["backend_orders"]
-    assert (conv.loc[orders.index] <= orders).all()
+    # Backend orders at the site grain are the real conversions of the clicks there.
+    site = fact["site_analytics_daily"]
+    assert site["backend_orders"].sum() == w["real_conversions"].sum()
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize(
+    "cause, slice_text, strength",
+    [
+        ("TRACKING_OUTAGE", "browser_os=ios_safari", 0.95),
+        ("LANDING_PAGE_BREAK", "device=mobile&geo=us_west", 0.9),
+        ("INVALID_TRAFFIC", "placement=display", 12.0),
+        ("INVALID_TRAFFIC", "geo=us_east&placement=search_partners", 12.0),
+    ],
+)
+def test_unitwise_causes_on_the_default_account(default_domain, cause, slice_text, strength, seed):
+    """Unit-wise causes change nothing outside their slice, cost included (no per-campaign cap
+    moves spend between cells), on the default account over several seeds."""
+    draw, worlds, fact, cf = run(default_domain, cause, slice_text, strength, seed=seed)
+    mask = draw.slice.mask(default_domain.scm.panel)
+    for node in ("impressions", "clicks", "cost", "conversions", "real_conversions", "sessions"):
+        f, c = worlds.factual[node], worlds.counterfactual[node]
+        np.testing.assert_array_equal(f[~mask], c[~mask], err_msg=f"{cause} {node}")
+    inside = rows(fact["perf_daily"], slice_text)
+    pd.testing.assert_frame_equal(fact["perf_daily"][~inside], cf["perf_daily"][~inside])
+    assert not fact["perf_daily"][inside].equals(cf["perf_daily"][inside])
 
 
 def test_table_schemas_and_sizes_do_not_depend_on_the_cause(domain):

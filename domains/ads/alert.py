@@ -1,19 +1,28 @@
 """The monitoring rule and the task prompt.
 
 The alert is computed from the agent-visible daily report alone, by the same rule in every
-episode: each KPI's last ``window`` complete days against the same weekdays of the ``weeks``
-weeks before, and the largest adverse move is reported. With no cause injected the rule still
-fires, on seasonality, conversion lag or noise, so an alert's existence, size or wording says
-nothing about the cause.
+episode, the way an account's own monitoring would run it: each KPI of the account and of each
+campaign over the last ``window`` complete days against the same weekdays of the ``weeks`` weeks
+before, leaving out the holiday season (gift demand ramps and the holiday itself), with
+conversions and conversion value divided by the share of them the account's conversion-delay
+curve says has been reported at each day's age (recent days are still collecting conversions;
+comparing them raw with matured weeks raises an alert on conversion lag alone). A reading fires
+when its adverse move is at least ``MIN_MOVE`` and at least ``Z_FIRE`` times its noise (the larger
+of the counts' sampling noise and the week-to-week variation of the baseline weeks themselves);
+the rule raises the fired reading of the largest severity. An alert's existence, size or
+wording therefore says nothing about the cause: without a cause the rule still fires on noise,
+seasonality the calendar does not know, or a routine change (a promotion ending, a paused
+campaign, a bidding learning period).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
+from causaltrace import AlertReading, raised_alert
 from domains.ads.causes import CAMPAIGN_WIDE, CAUSES, NO_SIGNAL
 
 # KPI -> (numerator, denominator or None, adverse direction: -1 means a fall is bad)
@@ -21,64 +30,123 @@ KPIS: dict[str, tuple[str, str | None, int]] = {
     "conversions": ("conversions", None, -1),
     "conversion_value": ("conversion_value", None, -1),
     "clicks": ("clicks", None, -1),
+    "cost": ("cost", None, +1),  # an unexplained spend spike is the classic alert
     "cost_per_conversion": ("cost", "conversions", +1),
     "roas": ("conversion_value", "cost", -1),
 }
+# The count whose sampling noise limits each KPI's precision.
+NOISE_COUNT = {
+    "conversions": "conversions",
+    "conversion_value": "conversions",
+    "clicks": "clicks",
+    "cost": "clicks",
+    "cost_per_conversion": "conversions",
+    "roas": "conversions",
+}
+LAGGED = ("conversions", "conversion_value")
+MIN_MOVE = 0.05  # a move under 5% is not worth paging anyone
+Z_FIRE = 3.0  # and it must be beyond three times its sampling noise
+OVERDISPERSION = 1.5  # day-to-day counts vary more than Poisson (demand shocks, order values)
+TOTALS = ("clicks", "cost", "conversions", "conversion_value")
 
 
-@dataclass(frozen=True)
-class Alert:
-    kpi: str
-    current: float
-    baseline: float
-    relative_change: float
-    window: tuple[str, str]
-    baseline_window: tuple[str, str]
-
-    def text(self) -> str:
-        direction = "up" if self.relative_change > 0 else "down"
-        return (
-            f"{self.kpi} is {direction} {abs(self.relative_change):.1%}: {self.current:,.2f} "
-            f"over {self.window[0]} to {self.window[1]} against {self.baseline:,.2f} for the "
-            f"same weekdays on average over {self.baseline_window[0]} to "
-            f"{self.baseline_window[1]}."
-        )
+def scope_totals(perf_daily: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Daily totals per scope: the whole account and each campaign (date-indexed frames)."""
+    frame = perf_daily[["date", "campaign", *TOTALS]]
+    out = {"account": frame.groupby("date", sort=True)[list(TOTALS)].sum()}
+    by_campaign = frame.groupby(["campaign", "date"], sort=True, observed=True)[list(TOTALS)].sum()
+    for campaign, rows in by_campaign.groupby(level=0, observed=True, sort=False):
+        out[f"campaign={campaign}"] = rows.droplevel(0)
+    return out
 
 
-def compute_alert(perf_daily: pd.DataFrame, window: int = 7, weeks: int = 4) -> Alert:
-    """Apply the monitoring rule to the account's daily totals."""
-    daily = perf_daily.groupby("date", sort=True)[
-        ["clicks", "cost", "conversions", "conversion_value"]
-    ].sum()
-    dates = daily.index.to_numpy()
-    current = daily.iloc[-window:].sum()
-    baseline_rows = daily.iloc[-window * (weeks + 1) : -window]
-    baseline = baseline_rows.sum() / weeks
-    best = None
-    for kpi, (num, den, adverse) in KPIS.items():
-        cur = current[num] / current[den] if den else current[num]
-        base = baseline[num] / baseline[den] if den else baseline[num]
-        change = cur / base - 1.0 if base else 0.0
-        score = adverse * change
-        if best is None or score > best[0]:
-            best = (score, kpi, float(cur), float(base), float(change))
-    _, kpi, cur, base, change = best
+def monitor_readings(
+    perf_daily: pd.DataFrame,
+    reported_share: np.ndarray,
+    excluded_days: np.ndarray,
+    window: int = 7,
+    weeks: int = 4,
+) -> list[AlertReading]:
+    """Every (KPI, scope) reading of the rule.
 
-    def day(value) -> str:
-        return str(np.datetime64(value, "D"))
+    ``reported_share[k]`` is the expected share of a day's conversions reported by age ``k``
+    days (the conversion-delay curve); ``excluded_days`` flags (per day of the report) the
+    holiday-season days the baseline leaves out.
+    """
+    readings = []
+    for scope, daily in scope_totals(perf_daily).items():
+        n = len(daily)
+        if n < window * (weeks + 1):
+            continue
+        age = np.arange(n)[::-1]
+        maturity = reported_share[np.minimum(age, reported_share.size - 1)]
+        values = {c: daily[c].to_numpy(dtype=np.float64) for c in TOTALS}
+        adjusted = {c: values[c] / maturity if c in LAGGED else values[c] for c in TOTALS}
+        current = {c: adjusted[c][-window:].sum() for c in TOTALS}
+        raw_current = {c: values[c][-window:].sum() for c in TOTALS}
+        # Baseline: per weekday position, the mean over the weeks before of the days kept.
+        base_idx = np.arange(n - window * (weeks + 1), n - window).reshape(weeks, window)
+        keep = ~excluded_days[base_idx]
+        keep[:, ~keep.any(axis=0)] = True  # a weekday with every week excluded keeps them all
+        weight = keep / keep.sum(axis=0)
+        profile = {c: (adjusted[c][base_idx] * weight).sum(axis=0) for c in TOTALS}
+        baseline = {c: float(profile[c].sum()) for c in TOTALS}
+        raw_base = {c: float(values[c][base_idx][keep].sum()) for c in TOTALS}
+        # Each baseline week against the weekday profile, on its kept days: how much a week
+        # moves by itself (demand shocks, drifting competition), so the rule is calibrated to
+        # the scope's own history and not to counting noise alone.
+        weekly = {c: (adjusted[c][base_idx] * keep).sum(axis=1) for c in TOTALS}
+        expected = {c: (profile[c][None, :] * keep).sum(axis=1) for c in TOTALS}
+        for kpi, (num, den, adverse) in KPIS.items():
+            cur = current[num] / current[den] if den else current[num]
+            base = baseline[num] / baseline[den] if den else baseline[num]
+            if den and (current[den] <= 0 or baseline[den] <= 0):
+                cur = base = 0.0
+            count = NOISE_COUNT[kpi]
+            rel_sd = OVERDISPERSION * np.sqrt(
+                1.0 / max(raw_current[count], 1.0) + 1.0 / max(raw_base[count], 1.0)
+            )
+            with np.errstate(divide="ignore", invalid="ignore"):
+                week_value = weekly[num] / weekly[den] if den else weekly[num]
+                week_expected = expected[num] / expected[den] if den else expected[num]
+                deviation = week_value / week_expected - 1.0
+            deviation = deviation[np.isfinite(deviation)]
+            history_sd = (
+                float(np.sqrt(np.sum(deviation**2) / (deviation.size - 1)))
+                if deviation.size > 1
+                else 0.0
+            )
+            threshold = max(MIN_MOVE, Z_FIRE * max(float(rel_sd), history_sd))
+            readings.append(AlertReading(kpi, scope, float(cur), float(base), adverse, threshold))
+    return readings
 
-    return Alert(
-        kpi,
-        cur,
-        base,
-        change,
-        (day(dates[-window]), day(dates[-1])),
-        (day(baseline_rows.index[0]), day(baseline_rows.index[-1])),
+
+def alert_text(reading: AlertReading, dates: Sequence[str], window: int, weeks: int) -> str:
+    """The alert line of the prompt."""
+    direction = "up" if reading.move > 0 else "down"
+    where = "the account" if reading.scope == "account" else reading.scope.replace("=", " ")
+    return (
+        f"{reading.kpi} for {where} is {direction} {abs(reading.move):.1%}: "
+        f"{reading.current:,.2f} over {dates[-window]} to {dates[-1]} against "
+        f"{reading.baseline:,.2f} for the same weekdays on average over "
+        f"{dates[-window * (weeks + 1)]} to {dates[-window - 1]}."
     )
 
 
+def shown_alert(readings: Sequence[AlertReading]) -> AlertReading:
+    """The alert the prompt shows: the raised one; with the verifier's alert gate off, an
+    episode may raise none, and the largest adverse move is shown instead."""
+    raised = raised_alert(readings)
+    return raised if raised is not None else max(readings, key=lambda r: r.severity)
+
+
 def task_prompt(
-    alert: Alert, tables: dict[str, int], dimensions: dict[str, tuple[str, ...]], currency: str
+    alert: str,
+    tables: Mapping[str, int],
+    dimensions: Mapping[str, tuple[str, ...]],
+    currency: str,
+    window: int,
+    weeks: int,
 ) -> str:
     """The task as an account manager would frame it (no label, no seed, nothing cause-specific)."""
     no_slice = [c for c, s in CAUSES.items() if s.group in (CAMPAIGN_WIDE, NO_SIGNAL)]
@@ -86,10 +154,15 @@ def task_prompt(
     table_list = ", ".join(sorted(tables))
     dims = "\n".join(f"- {d}: {', '.join(levels)}" for d, levels in dimensions.items())
     return f"""You are the analyst on call for an e-commerce advertiser's ads account ({currency}).
-The monitoring rule compares each KPI over the last 7 complete days with the same weekdays of the
-4 weeks before and raises the largest adverse move. It just fired:
+The monitoring rule compares each KPI of the account and of each campaign over the last {window}
+complete days with the same weekdays of the {weeks} weeks before, leaving out the holiday season.
+Conversions keep arriving for weeks after the click, so conversions and conversion value are
+first divided by the share the account's conversion-delay curve (table conversion_lag_curve)
+expects to be reported at each day's age. The rule raises the largest adverse move that is at
+least {MIN_MOVE:.0%} and beyond {Z_FIRE:.0f} times its noise (the larger of the counts' sampling
+noise and how much the baseline weeks moved among themselves). It just fired:
 
-ALERT: {alert.text()}
+ALERT: {alert}
 
 Find the root cause of the movement. The account's reports are DuckDB tables ({table_list});
 the table data_dictionary describes every column. Investigate with the sql and python tools.

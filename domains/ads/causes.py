@@ -126,7 +126,8 @@ CAUSES: dict[str, CauseSpec] = {
         CauseSpec(
             "NO_ANOMALY",
             NO_SIGNAL,
-            "nothing changed: the alert fired on seasonality, conversion lag or noise",
+            "no fault: the alert fired on noise, seasonality or a routine change (a promotion "
+            "ending, a paused campaign, a bidding learning period)",
             (),
             ("TRACKING_OUTAGE", "DEMAND_SHIFT"),
         ),
@@ -275,7 +276,7 @@ def intervention_points(
                 slice_dims=(("placement",), ("geo",), ("placement", "geo")),
                 slice_dim_weights=(0.35, 0.25, 0.4),
                 allowed_levels={"placement": ("search_partners", "display")},
-                strength=(20.0, 80.0),
+                strength=(5.0, 25.0),
                 onset=onset,
                 profiles=step_or_ramp,
             ),

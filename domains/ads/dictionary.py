@@ -7,8 +7,9 @@ _PERF = {
     "impressions": "times an ad was shown",
     "clicks": "billed clicks (invalid clicks excluded)",
     "cost": "spend in account currency",
-    "conversions": "conversions recorded by the conversion tag so far; recent days keep "
-    "growing for several days (conversion lag)",
+    "conversions": "platform conversions reported so far: those the tag recorded plus modelled "
+    "ones (consent modelling, cross-device and view-through); recent days keep growing for "
+    "weeks (conversion lag, see conversion_lag_curve)",
     "conversion_value": "value of the recorded conversions",
     "invalid_clicks": "clicks the platform filtered as invalid (not billed)",
 }
@@ -42,15 +43,17 @@ DATA_DICTIONARY: dict[str, dict[str, str]] = {
         "date": "day",
         "campaign": _SEGMENTS["campaign"],
         "impressions": _PERF["impressions"],
-        "search_impression_share": "impressions / auctions the campaign was eligible for",
-        "search_lost_is_rank": "share of eligible auctions lost to ad rank (bid x quality)",
-        "search_lost_is_budget": "share of eligible auctions lost because the budget ran out; "
-        "the three shares sum to 1",
+        "search_impression_share": "search-network impressions / search auctions the campaign "
+        "was eligible for (empty for campaigns that serve no search network)",
+        "search_lost_is_rank": "share of eligible search auctions lost to ad rank (bid x quality)",
+        "search_lost_is_budget": "share of eligible search auctions lost because the budget ran "
+        "out; the three shares sum to 1",
     },
     "auction_insights_daily": {
         "date": "day",
         "campaign": _SEGMENTS["campaign"],
-        "competitor": "competitor domain ('you' is this account)",
+        "competitor": "competitor domain ('you' is this account); search campaigns only, each "
+        "with the competitors of its own auctions",
         "impression_share": "the competitor's (or your) impression share in your auctions",
         "overlap_rate": "how often the competitor showed when you showed",
         "position_above_rate": "how often the competitor's ad ranked above yours",
@@ -78,8 +81,10 @@ DATA_DICTIONARY: dict[str, dict[str, str]] = {
         "change_time": "when the edit was made",
         "user": "who made it",
         "campaign": _SEGMENTS["campaign"],
-        "change_type": "budget, bid_modifier, targeting, ad, keywords, bidding or campaign",
-        "target": "what the edit applies to (a segment as dim=level, or 'campaign')",
+        "change_type": "budget, bid_modifier, targeting, ad, keywords, bidding, campaign, asset "
+        "(promotions, search themes), conversions (conversion settings) or billing",
+        "target": "what the edit applies to (a segment as dim=level, 'campaign', or 'account' "
+        "for account-level rows, whose campaign is empty)",
         "field": "setting changed",
         "old_value": "value before",
         "new_value": "value after",
@@ -93,6 +98,11 @@ DATA_DICTIONARY: dict[str, dict[str, str]] = {
         "currency": "account currency",
         "networks": "placements the campaign may serve on",
         "geo_targets": "regions targeted",
+    },
+    "conversion_lag_curve": {
+        "days_since_click": "age of a click day, in days",
+        "share_reported": "expected share of that day's eventual conversions reported by this "
+        "age (conversions are reported by click date and keep arriving for weeks)",
     },
     "creatives": {
         "creative": _SEGMENTS["creative"],

@@ -9,7 +9,7 @@ import pandas as pd
 
 from causaltrace import SCM, Background, Domain, InterventionDraw, World
 from domains.ads import render
-from domains.ads.alert import KPIS, compute_alert, task_prompt
+from domains.ads.alert import KPIS, alert_text, monitor_readings, shown_alert, task_prompt
 from domains.ads.causes import CAUSES, intervention_points
 from domains.ads.changes import cause_edits, change_history, sample_background
 from domains.ads.config import AdsConfig
@@ -17,7 +17,7 @@ from domains.ads.dictionary import DATA_DICTIONARY
 from domains.ads.dimensions import campaigns_table, creatives_table
 from domains.ads.evidence import AdsEvidence
 from domains.ads.panel import build_panel
-from domains.ads.scm import build_nodes
+from domains.ads.scm import build_nodes, holiday_season, reported_share
 
 # KPIs whose counterfactual effect each oracle label records.
 LABEL_KPIS = (
@@ -68,11 +68,12 @@ class AdsDomain(Domain):
             "auction_insights_daily": render.auction_insights_daily(
                 panel, world, cfg, streams["auction"], shares
             ),
-            "reach_frequency_daily": render.reach_frequency_daily(panel, world),
+            "reach_frequency_daily": render.reach_frequency_daily(panel, world, cfg),
             "site_analytics_daily": render.site_analytics_daily(panel, world),
             "change_history": change_history(panel, world, background, edits, streams["changes"]),
             "campaigns": campaigns_table(panel, world, cfg),
             "creatives": creatives_table(panel, world, cfg, streams["creatives"]),
+            "conversion_lag_curve": render.conversion_lag_curve(cfg),
         }
         tables["data_dictionary"] = pd.DataFrame(
             [(t, c, d) for t, cols in self.data_dictionary().items() for c, d in cols.items()],
@@ -85,17 +86,38 @@ class AdsDomain(Domain):
 
     def task_prompt(self, tables: Mapping[str, pd.DataFrame]) -> str:
         cfg = self.settings
-        alert = compute_alert(tables["perf_daily"], cfg.alert_window_days, cfg.baseline_weeks)
-        panel = self.scm.panel
-        dims = {d.name: d.levels for d in panel.dimensions}
-        return task_prompt(alert, {name: len(t) for name, t in tables.items()}, dims, cfg.currency)
+        alert = shown_alert(self.alert_readings(tables))
+        dates = [str(d) for d in self.scm.panel.time.values.astype("datetime64[D]")]
+        text = alert_text(alert, dates, cfg.alert_window_days, cfg.baseline_weeks)
+        dims = {d.name: d.levels for d in self.scm.panel.dimensions}
+        return task_prompt(
+            text,
+            {name: len(t) for name, t in tables.items()},
+            dims,
+            cfg.currency,
+            cfg.alert_window_days,
+            cfg.baseline_weeks,
+        )
+
+    def alert_readings(self, tables: Mapping[str, pd.DataFrame]):
+        cfg = self.settings
+        days = self.scm.panel.time.values.astype("datetime64[D]")
+        demand, _ = holiday_season(days, cfg)
+        # The holiday season the monitor's calendar leaves out: the ramp, the day and the next.
+        season = (demand != 1.0) | np.roll(demand != 1.0, 1)
+        curve = reported_share(np.arange(400), cfg)
+        return monitor_readings(
+            tables["perf_daily"], curve, season, cfg.alert_window_days, cfg.baseline_weeks
+        )
+
+    def monitor_tables(self, world: World) -> dict[str, pd.DataFrame]:
+        return {"perf_daily": render.perf_daily(self.scm.panel, world)}
 
     def evidence(self, tables: Mapping[str, pd.DataFrame]) -> AdsEvidence:
         return AdsEvidence(self.scm.panel, tables)
 
     def alert_kpi(self, tables: Mapping[str, pd.DataFrame]) -> str:
-        cfg = self.settings
-        return compute_alert(tables["perf_daily"], cfg.alert_window_days, cfg.baseline_weeks).kpi
+        return shown_alert(self.alert_readings(tables)).kpi
 
     def kpi_daily(self, world: World, kpi: str) -> np.ndarray:
         num, den, _ = KPIS[kpi]

@@ -115,23 +115,21 @@ class AdsEvidence:
         # Reported conversions at the site grain, to compare with backend orders.
         self.site["conversions"] = panel.group_sum(self.perf["conversions"], SITE_DIMS)
         self.site_size = np.bincount(self.site_group, minlength=n_site)
+        # Account-level shares of the search auctions lost to budget and to rank: the campaigns'
+        # shares weighted by their impressions (campaigns without search report NaN: skipped).
         shares = tables["impression_share_daily"]
         share = shares["search_impression_share"].to_numpy()
-        eligible = shares["impressions"].to_numpy() / np.maximum(share, 1e-6)
-        day = day_of(shares)
+        reported = np.isfinite(share)
+        day = day_of(shares)[reported]
+        eligible = shares["impressions"].to_numpy()[reported] / np.maximum(share[reported], 1e-6)
         self.eligible = np.bincount(day, weights=eligible, minlength=self.n_days)
         weight = np.maximum(self.eligible, 1.0)
-        self.lost_budget = (
+        self.lost_budget, self.lost_rank = (
             np.bincount(
-                day, weights=eligible * shares["search_lost_is_budget"], minlength=self.n_days
+                day, weights=eligible * shares[column].to_numpy()[reported], minlength=self.n_days
             )
             / weight
-        )
-        self.lost_rank = (
-            np.bincount(
-                day, weights=eligible * shares["search_lost_is_rank"], minlength=self.n_days
-            )
-            / weight
+            for column in ("search_lost_is_budget", "search_lost_is_rank")
         )
         self._expected: dict = {}
 

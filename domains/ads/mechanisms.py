@@ -45,13 +45,12 @@ class SegmentTrait:
 
 @dataclass(frozen=True, eq=False)
 class MarketDemand:
-    """Search interest: weekly cycle x trend x holidays x a common AR(1) daily shock x a small
-    per-cell shock."""
+    """Search interest: weekly cycle x trend x holiday season x a common AR(1) daily shock x a
+    small per-cell shock."""
 
     weekly: np.ndarray  # (n_cells, 7) multiplier by weekday, device-specific
     trend_per_day: float
-    holiday_days: np.ndarray  # day indices with a demand bump
-    holiday_lift: float = 0.3
+    holiday: np.ndarray  # (n_days,) multiplier: gift demand ramps up before, drops on the day
     common_sd: float = 0.05
     cell_sd: float = 0.04
 
@@ -62,9 +61,7 @@ class MarketDemand:
         z = normal_icdf(noise)
         # A common AR(1) shock (coefficient 0.6) over days, from the first cell's noise.
         common = lfilter([1.0], [1.0, -0.6], self.common_sd * z[0])
-        holiday = np.ones(panel.n_time)
-        holiday[self.holiday_days] += self.holiday_lift
-        seasonal = self.weekly[:, weekday] * (1 + self.trend_per_day * t)[None, :] * holiday
+        seasonal = self.weekly[:, weekday] * ((1 + self.trend_per_day * t) * self.holiday)[None, :]
         return seasonal * np.exp(common[None, :] + self.cell_sd * z)
 
 
@@ -100,20 +97,28 @@ class PlacementShare:
 class ServingShare:
     """Creative rotation: approved creatives split an ad group's auctions by rotation weight.
 
-    A disapproved creative (approval 0) drops out and its siblings absorb its traffic.
+    A disapproved creative (approval 0) drops out and its siblings absorb its traffic, but not
+    all of it: an ad group with fewer eligible ads has lower ad strength and wins fewer
+    auctions, so the group serves (approved weight share) ** ``strength_penalty`` of what it did.
     """
 
     rotation_weight: np.ndarray  # (n_cells, 1)
+    strength_penalty: float = 0.6
 
     def __call__(self, parents, noise, panel: Panel) -> np.ndarray:
         weight = self.rotation_weight * parents["creative_approval"]
-        return panel.group_share(weight, AD_GROUP)
+        approved = panel.group_sum(weight, AD_GROUP)
+        total = panel.group_sum(np.broadcast_to(self.rotation_weight, weight.shape), AD_GROUP)
+        idx, _ = panel.group_index(AD_GROUP)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            eligible = np.where(total > 0, approved / np.where(total > 0, total, 1.0), 0.0)
+        return panel.group_share(weight, AD_GROUP) * np.power(eligible, self.strength_penalty)[idx]
 
 
 @dataclass(frozen=True, eq=False)
 class OpportunityRate:
     """Expected eligible auctions per cell-day: base volume x demand x targeting x placement
-    share x creative serving share."""
+    share x creative serving share x campaign status (0 while paused)."""
 
     base: np.ndarray  # (n_cells, 1) auctions per campaign segment per day
 
@@ -125,6 +130,7 @@ class OpportunityRate:
             * parents["targeting_eligibility"]
             * parents["placement_share"]
             * parents["serving_share"]
+            * parents["campaign_enabled"]
         )
 
 
@@ -140,14 +146,26 @@ class Auctions:
 
 @dataclass(frozen=True, eq=False)
 class CompetitorPressure:
-    """Competitors' bid level per placement x geo: a slow random walk around 1."""
+    """Competitors' bid level: a slow random walk around 1 per placement x geo, times day-to-day
+    auction volatility per campaign x placement (competitors' budgets and bids change daily,
+    so impression share moves a few points from day to day)."""
 
+    volatility: float = 0.1
     walk_sd: float = 0.015
 
     def __call__(self, parents, noise, panel: Panel) -> np.ndarray:
-        walk = np.cumsum(self.walk_sd * normal_icdf(noise), axis=1)
-        group = panel.group_mean(walk, ("placement", "geo"))
-        return np.exp(panel.group_broadcast(group, ("placement", "geo")))
+        z = normal_icdf(noise)
+        walk = panel.group_mean(np.cumsum(self.walk_sd * z, axis=1), ("placement", "geo"))
+        # The per-cell noise averaged within a campaign x placement has sd 1/sqrt(n): rescale it
+        # to unit sd so that ``volatility`` is the daily sd of the group's log bid level.
+        dims = ("campaign", "placement")
+        idx, n_groups = panel.group_index(dims)
+        size = np.bincount(idx, minlength=n_groups).astype(np.float64)
+        daily = panel.group_mean(z, dims) * np.sqrt(size)[:, None]
+        return np.exp(
+            panel.group_broadcast(walk, ("placement", "geo"))
+            + self.volatility * panel.group_broadcast(daily, dims)
+        )
 
 
 @dataclass(frozen=True, eq=False)
@@ -165,8 +183,8 @@ class RankWinRate:
     """Share of eligible auctions won on ad rank: logistic in log(bid x quality / pressure)."""
 
     reference_cpc: np.ndarray  # (n_cells, 1): the competitive price level of the segment
+    offset: np.ndarray | float = 0.3  # (n_cells, 1): the campaign's rank logit (brand: high)
     slope: float = 2.2
-    offset: float = 0.3
 
     def __call__(self, parents, noise, panel: Panel) -> np.ndarray:
         rank = np.log(
@@ -308,23 +326,17 @@ class ActualCpc:
 
 @dataclass(frozen=True, eq=False)
 class Cost:
-    """Cost in account currency, to the cent (rounded down), never above the day's limit.
+    """Cost in account currency per cell-day, to the cent (rounded down): billed clicks x CPC.
 
-    Pacing serves against expected spend; realised clicks can overshoot it. Platforms do not
-    charge beyond ``overdelivery`` x the daily budget, so a campaign-day's cost is scaled down
-    to that cap when it would exceed it.
+    Pacing holds the expected spend within the day's overdelivery limit; realised clicks scatter
+    around it, and unfiltered bot clicks are billed on top (platforms refund them later as
+    invalid-activity credits on the invoice, not in the performance report). No cell's cost
+    depends on another cell's clicks, so a cause that moves clicks in a slice moves cost there
+    only.
     """
 
-    overdelivery: float
-
     def __call__(self, parents, noise, panel: Panel) -> np.ndarray:
-        raw = parents["clicks"] * parents["cpc"]
-        idx, _ = panel.group_index(("campaign",))
-        spend = panel.group_sum(raw, ("campaign",))[idx]
-        cap = self.overdelivery * parents["daily_budget"]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            scale = np.where(spend > cap, cap / np.where(spend > 0, spend, 1.0), 1.0)
-        return np.floor(raw * scale * 100.0) / 100.0
+        return np.floor(parents["clicks"] * parents["cpc"] * 100.0) / 100.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -332,30 +344,55 @@ class ConversionRate:
     """Real (backend) conversion rate per human click: base x trait x intent x noise.
 
     Intent falls when targeting widens: the marginal users a wider targeting adds are less
-    likely to buy, so CVR scales with (baseline eligibility / eligibility) ** 0.7.
+    likely to buy, so CVR scales with (baseline eligibility / eligibility) ** 0.7. Shoppers
+    convert better early in the week and in the days before a gift holiday.
     """
 
     base: np.ndarray
     base_eligibility: np.ndarray
+    weekday: np.ndarray  # (n_days,) multiplier: the weekday's and the holiday season's CVR
     noise_sd: float = 0.08
 
     def __call__(self, parents, noise, panel: Panel) -> np.ndarray:
         intent = np.power(self.base_eligibility / parents["targeting_eligibility"], 0.7)
-        return np.clip(
-            self.base * parents["cvr_trait"] * intent * np.exp(self.noise_sd * normal_icdf(noise)),
-            0.0,
-            0.95,
-        )
+        rate = self.base * parents["cvr_trait"] * intent * self.weekday[None, :]
+        return np.clip(rate * np.exp(self.noise_sd * normal_icdf(noise)), 0.0, 0.95)
 
 
 @dataclass(frozen=True, eq=False)
 class LaggedConversions:
-    """Tracked conversions reported so far (by click date): recent days are incomplete."""
+    """Platform conversions reported so far (by click date): tagged plus modelled conversions,
+    of which recent days have only part (conversion lag)."""
 
     reported_fraction: np.ndarray  # (1, n_days)
 
     def __call__(self, parents, noise, panel: Panel) -> np.ndarray:
-        return binomial_icdf(parents["tracked_conversions"], self.reported_fraction, noise)
+        eventual = parents["tracked_conversions"] + parents["modelled_conversions"]
+        return binomial_icdf(eventual, self.reported_fraction, noise)
+
+
+@dataclass(frozen=True, eq=False)
+class TrackedConversions:
+    """Backend orders the tag records: the tag must fire and the user must have consented."""
+
+    def __call__(self, parents, noise, panel: Panel) -> np.ndarray:
+        rate = parents["tag_fire_rate"] * parents["consent_rate"]
+        return binomial_icdf(parents["real_conversions"], rate, noise)
+
+
+@dataclass(frozen=True, eq=False)
+class ModelledConversions:
+    """Conversions the platform adds to the tagged ones: consent modelling (a share of what
+    consent hides) and cross-device / view-through conversions that the shop's backend credits
+    to another channel. Display and video campaigns therefore report more conversions than
+    their click-attributed backend orders; Safari and EU traffic fewer."""
+
+    cross_device: np.ndarray  # (n_cells, 1) by placement
+    consent_share: float
+
+    def __call__(self, parents, noise, panel: Panel) -> np.ndarray:
+        rate = self.consent_share * (1.0 - parents["consent_rate"]) + self.cross_device
+        return binomial_icdf(parents["real_conversions"], np.minimum(rate, 1.0), noise)
 
 
 @dataclass(frozen=True, eq=False)
@@ -381,8 +418,12 @@ class Value:
 
 @dataclass(frozen=True, eq=False)
 class Sessions:
-    """Site sessions: clicks that land (humans mostly; filtered bots never reach the site)."""
+    """Site sessions: clicks that land and are counted by analytics (humans mostly; filtered
+    bots never reach the site). Consent banners hide part of the sessions in the EU and UK."""
+
+    landing_rate: float = 0.9
 
     def __call__(self, parents, noise, panel: Panel) -> np.ndarray:
         arrivals = parents["human_clicks"] + parents["bot_clicks"] - parents["invalid_clicks"]
-        return binomial_icdf(arrivals, np.full(panel.shape, 0.93), noise)
+        rate = self.landing_rate * (0.5 + 0.5 * parents["consent_rate"])
+        return binomial_icdf(arrivals, rate, noise)

@@ -90,12 +90,18 @@ def _hour_profile(device: np.ndarray) -> np.ndarray:
     return out / out.sum(axis=1, keepdims=True)
 
 
-def _served_profile(profile: np.ndarray, pacing: np.ndarray) -> np.ndarray:
-    """Hourly shares of what was served when serving stops once ``pacing`` of the day's demand
-    is spent: the hours after the budget ran out get nothing."""
-    cumulative = np.cumsum(profile, axis=1)
-    before = cumulative - profile
-    served = np.clip(pacing[:, None] - before, 0.0, profile)
+def _served_profile(profile: np.ndarray, pacing: np.ndarray, lasts: float = 0.97) -> np.ndarray:
+    """Hourly shares of what was served under standard delivery.
+
+    The pacer throttles every hour by the same factor so that the budget lasts the day, aiming
+    to serve ``pacing`` of the day's demand; it slightly underestimates demand, so on a limited
+    day the budget runs out once ``lasts`` of the day's demand curve has passed (the last hour
+    or two go unserved). Unlimited days (pacing 1) are served as demanded.
+    """
+    throttle = np.minimum(1.0, pacing / lasts)[:, None]
+    offered = throttle * profile
+    before = np.cumsum(offered, axis=1) - offered
+    served = np.clip(pacing[:, None] - before, 0.0, offered)
     return served / np.maximum(served.sum(axis=1, keepdims=True), 1e-12)
 
 
@@ -157,18 +163,24 @@ def perf_hourly(
     return pd.DataFrame(out, copy=False)
 
 
+SEARCH_NETWORK = ("search", "search_partners")
+
+
 def impression_share_daily(panel: Panel, world: World) -> pd.DataFrame:
-    """Campaign-day impression share and the shares lost to budget and to rank (sum to 1)."""
-    frame = grouped_frame(
-        panel,
-        world,
-        ("campaign",),
-        {"eligible": "auctions", "won": "won_auctions", "impressions": "impressions"},
-    )
-    eligible = np.maximum(frame.pop("eligible").to_numpy(), 1)
-    won = frame.pop("won").to_numpy()
-    share = np.round(frame["impressions"].to_numpy() / eligible, 4)
-    lost_rank = np.round((eligible - won) / eligible, 4)
+    """Campaign-day impressions, and the search impression share with the shares lost to budget
+    and to rank (summing to 1) over the campaign's search-network auctions; campaigns that serve
+    no search network report no search impression share (NaN)."""
+    on_search = np.isin(panel.labels("placement"), SEARCH_NETWORK)[:, None]
+    frame = grouped_frame(panel, world, ("campaign",), {"impressions": "impressions"})
+    counts = {}
+    for name, node in (("eligible", "auctions"), ("won", "won_auctions"), ("shown", "impressions")):
+        counts[name] = panel.group_sum(np.where(on_search, world[node], 0), ("campaign",))
+        counts[name] = counts[name].reshape(-1).astype(np.float64)
+    eligible = counts["eligible"]
+    served = eligible > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(served, np.round(counts["shown"] / eligible, 4), np.nan)
+        lost_rank = np.where(served, np.round((eligible - counts["won"]) / eligible, 4), np.nan)
     frame["search_impression_share"] = share
     frame["search_lost_is_rank"] = lost_rank
     frame["search_lost_is_budget"] = np.round(1.0 - share - lost_rank, 4) + 0.0  # no -0.0
@@ -182,61 +194,90 @@ def auction_insights_daily(
     rng: np.random.Generator,
     shares: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
-    """Per campaign, day and competitor: the estimates an auction-insights report gives.
+    """Per search campaign, day and competitor: the estimates an auction-insights report gives.
 
-    Competitors' presence follows the competitive pressure of the campaign's segments, with
-    report noise; the account's own row uses its measured impression share. ``shares`` is the
-    impression-share table of the same world, if already rendered.
+    Each campaign meets its own competitors (brand terms: a couple of coupon and reseller
+    sites; generic terms: the category's retailers); display campaigns have no report.
+    Competitors' presence follows the competitive pressure on the campaign's search auctions,
+    with their own strength per campaign and report noise; the account's own row ("you") uses
+    its measured search impression share. ``shares`` is the impression-share table of the same
+    world, if already rendered.
     """
     if shares is None:
         shares = impression_share_daily(panel, world)
-    pressure = panel.group_mean(world["competitor_pressure"], ("campaign",)).reshape(-1)
-    own = shares["search_impression_share"].to_numpy()
-    strengths = rng.uniform(0.25, 0.6, size=len(config.competitors))
-    names = ["you", *config.competitors]
-    nan = np.full(own.size, np.nan)
-    columns = [(own, nan, nan, nan)]  # one block of rows per competitor, "you" first
-    for strength in strengths:
-        noise = rng.normal(0.0, 0.03, size=(4, own.size))
-        comp_share = np.clip(strength * pressure**2.0 + noise[0], 0.02, 0.95)
-        overlap = np.clip(comp_share * 0.9 + noise[1], 0.01, 0.95)
-        above = np.clip(0.35 * pressure**2.5 * strength / 0.4 + noise[2], 0.0, 0.98)
-        outranking = np.clip(own * (1.0 - above) + noise[3] * 0.5, 0.0, 0.98)
-        columns.append((comp_share, overlap, above, outranking))
-    # Rows ordered by date, campaign (level order), competitor name; the keys are unique.
-    dates = np.tile(shares["date"].to_numpy(), len(names))
-    campaign = shares["campaign"].cat.codes.to_numpy()
-    rank = np.argsort(np.argsort(np.array(names, dtype=object), kind="stable"), kind="stable")
-    order = np.lexsort(
-        (np.repeat(rank, own.size), np.tile(campaign, len(names)), dates.astype(np.int64))
+    on_search = np.isin(panel.labels("placement"), SEARCH_NETWORK)[:, None]
+    pressure_sum = panel.group_sum(
+        np.where(on_search, world["competitor_pressure"], 0.0), ("campaign",)
     )
-    values = np.array(columns).transpose(1, 0, 2).reshape(4, -1)[:, order]
-    return pd.DataFrame(
-        {
-            "date": dates[order],
-            "campaign": pd.Categorical.from_codes(
-                np.tile(campaign, len(names))[order], dtype=shares["campaign"].dtype
-            ),
-            "competitor": np.repeat(np.array(names, dtype=object), own.size)[order],
-            "impression_share": np.round(values[0], 4),
-            "overlap_rate": np.round(values[1], 4),
-            "position_above_rate": np.round(values[2], 4),
-            "outranking_share": np.round(values[3], 4),
-        },
-        copy=False,
-    )
+    n_search = panel.group_sum(np.broadcast_to(on_search, panel.shape).astype(float), ("campaign",))
+    pressure = pressure_sum / np.maximum(n_search, 1.0)
+    n_days = panel.n_time
+    own_all = shares["search_impression_share"].to_numpy().reshape(-1, n_days)
+    dates = _dates(panel)
+    campaign_levels = list(panel.dimension("campaign").levels)
+    blocks = []
+    for spec in config.campaigns:
+        if not spec.competitors:
+            continue
+        g = campaign_levels.index(spec.name)
+        own, p = np.nan_to_num(own_all[g]), pressure[g]
+        # Brand terms are defended well: rivals there are weak; category terms are contested.
+        lo, hi = (0.05, 0.25) if spec.rank_offset > 1.0 else (0.2, 0.6)
+        strengths = rng.uniform(lo, hi, size=len(spec.competitors))
+        rows = [
+            ("you", own, np.full(n_days, np.nan), np.full(n_days, np.nan), np.full(n_days, np.nan))
+        ]
+        for name, strength in zip(spec.competitors, strengths):
+            noise = rng.normal(0.0, 0.03, size=(4, n_days))
+            comp_share = np.clip(strength * p**2.0 + noise[0], 0.02, 0.95)
+            overlap = np.clip(comp_share * rng.uniform(0.6, 0.95) + noise[1], 0.01, 0.95)
+            above = np.clip(0.35 * p**2.5 * strength / 0.4 + noise[2], 0.0, 0.98)
+            outranking = np.clip(own * (1.0 - above) + noise[3] * 0.5, 0.0, 0.98)
+            rows.append((name, comp_share, overlap, above, outranking))
+        for name, *values in rows:
+            blocks.append(
+                pd.DataFrame(
+                    {
+                        "date": dates,
+                        "campaign": spec.name,
+                        "competitor": name,
+                        "impression_share": np.round(values[0], 4),
+                        "overlap_rate": np.round(values[1], 4),
+                        "position_above_rate": np.round(values[2], 4),
+                        "outranking_share": np.round(values[3], 4),
+                    }
+                )
+            )
+    columns = [
+        "date",
+        "campaign",
+        "competitor",
+        "impression_share",
+        "overlap_rate",
+        "position_above_rate",
+        "outranking_share",
+    ]
+    frame = pd.concat(blocks, ignore_index=True) if blocks else pd.DataFrame(columns=columns)
+    frame["campaign"] = pd.Categorical(frame["campaign"], categories=campaign_levels)
+    return frame.sort_values(["date", "campaign", "competitor"], kind="stable", ignore_index=True)[
+        columns
+    ]
 
 
-def reach_frequency_daily(panel: Panel, world: World) -> pd.DataFrame:
+def reach_frequency_daily(panel: Panel, world: World, config: AdsConfig) -> pd.DataFrame:
     """Daily reach and frequency per campaign and creative (not additive across rows).
 
     Reach saturates in the creative's audience universe U: reach = U (1 - exp(-I / U)), with U
-    set from the first two weeks' impressions, so frequency = I / reach rises with volume.
+    the campaign's ``audience_universe`` times the first two weeks' daily impressions, so
+    frequency = I / reach rises with volume: about 1.1 a day on search, 2-5 for remarketing
+    banners shown again and again to a small list.
     """
     frame = grouped_frame(panel, world, ("campaign", "creative"), {"impressions": "impressions"})
     n_days = panel.n_time
     impressions = frame["impressions"].to_numpy().reshape(-1, n_days).astype(np.float64)
-    universe = np.maximum(4.0 * impressions[:, :14].mean(axis=1, keepdims=True), 1.0)
+    factor = {c.name: c.audience_universe for c in config.campaigns}
+    per_row = np.array([factor[c] for c in frame["campaign"].to_numpy()[::n_days]])[:, None]
+    universe = np.maximum(per_row * impressions[:, :14].mean(axis=1, keepdims=True), 1.0)
     reach = np.floor(universe * (1.0 - np.exp(-impressions / universe)))
     frame["reach"] = reach.reshape(-1).astype(np.int64)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -244,3 +285,14 @@ def reach_frequency_daily(panel: Panel, world: World) -> pd.DataFrame:
             np.where(reach > 0, impressions / np.maximum(reach, 1), 0.0), 3
         ).reshape(-1)
     return frame
+
+
+def conversion_lag_curve(config: AdsConfig, days: int = 35) -> pd.DataFrame:
+    """The account's conversion-delay report: the expected share of a click day's conversions
+    reported by each age (what platforms show as "days to conversion")."""
+    from domains.ads.scm import reported_share
+
+    age = np.arange(days + 1)
+    return pd.DataFrame(
+        {"days_since_click": age, "share_reported": np.round(reported_share(age, config), 4)}
+    )

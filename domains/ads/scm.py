@@ -42,8 +42,15 @@ def build_nodes(config: AdsConfig, panel) -> list[Node]:
         panel, {c.name: c.target_cpc for c in config.campaigns}
     ) * seg.multiplier(panel, seg.CPC)
     bid = 1.15 * reference_cpc
-    ctr_base = config.base_ctr * seg.multiplier(panel, seg.CTR)
-    cvr_base = config.base_cvr * seg.multiplier(panel, seg.CVR)
+    ctr_base = seg.by_campaign_placement(
+        panel, {c.name: dict(c.ctr) for c in config.campaigns}
+    ) * seg.multiplier(panel, seg.CTR)
+    cvr_base = seg.by_campaign_placement(
+        panel, {c.name: dict(c.cvr) for c in config.campaigns}
+    ) * seg.multiplier(panel, seg.CVR)
+    rank_offset = seg.by_campaign(panel, {c.name: c.rank_offset for c in config.campaigns})
+    consent = np.broadcast_to(seg.by_level(panel, "geo", config.consent_rate), panel.shape)
+    cross_device = seg.by_level(panel, "placement", config.modelled_rate, default=0.0)
     pool = 12.0 * volume * eligibility * 0.75  # reachable users: ~12 days of wins per leaf
     headroom = seg.by_campaign(panel, {c.name: c.budget_headroom for c in config.campaigns})
     aov = config.average_order_value * seg.multiplier(panel, seg.ORDER_VALUE)
@@ -52,9 +59,11 @@ def build_nodes(config: AdsConfig, panel) -> list[Node]:
     bot_rate = config.bot_click_rate * seg.multiplier(panel, seg.BOT_RATE)
     days = panel.time.values.astype("datetime64[D]")
     weekday_shape = _weekly_shape(panel, config.weekly_amplitude)
-    holidays = np.flatnonzero(np.isin(days, np.array(config.holidays, dtype="datetime64[D]")))
+    holiday_demand, holiday_cvr = holiday_season(days, config)
+    weekday = (days.astype(np.int64) + 3) % 7  # Monday = 0
+    cvr_by_day = np.asarray(config.weekday_cvr, dtype=np.float64)[weekday] * holiday_cvr
     age = (panel.n_time - 1 - np.arange(panel.n_time))[None, :]
-    reported_fraction = 1.0 - np.exp(-(age + 1.0) / config.conversion_lag_days)
+    reported_fraction = reported_share(age, config)
     healthy_ctr = m.ClickThroughRate(ctr_base, pool)
 
     def node(
@@ -73,7 +82,7 @@ def build_nodes(config: AdsConfig, panel) -> list[Node]:
     return [
         node(
             "market_demand",
-            m.MarketDemand(weekday_shape, config.trend_per_week / 7, holidays),
+            m.MarketDemand(weekday_shape, config.trend_per_week / 7, holiday_demand),
             description="search interest: seasonality, trend, holidays, shocks",
         ),
         node("volume_trait", m.SegmentTrait(0.35), description="segment size (per episode)"),
@@ -97,6 +106,12 @@ def build_nodes(config: AdsConfig, panel) -> list[Node]:
         ),
         node("serving_share", m.ServingShare(np.ones((panel.n_cells, 1))), ["creative_approval"]),
         node(
+            "campaign_enabled",
+            Constant(1.0),
+            noise=False,
+            description="1 while the campaign is enabled, 0 while it is paused",
+        ),
+        node(
             "opportunity_rate",
             m.OpportunityRate(base_volume),
             [
@@ -105,6 +120,7 @@ def build_nodes(config: AdsConfig, panel) -> list[Node]:
                 "targeting_eligibility",
                 "placement_share",
                 "serving_share",
+                "campaign_enabled",
             ],
             noise=False,
         ),
@@ -117,14 +133,14 @@ def build_nodes(config: AdsConfig, panel) -> list[Node]:
         ),
         node(
             "competitor_pressure",
-            m.CompetitorPressure(),
+            m.CompetitorPressure(config.auction_volatility),
             description="competitors' bid level (index around 1)",
         ),
         node("bid", m.Bid(bid), noise=False, description="max CPC with bid modifiers"),
         node("quality", m.SegmentTrait(0.15), description="ad quality (per episode)"),
         node(
             "rank_win_rate",
-            m.RankWinRate(reference_cpc),
+            m.RankWinRate(reference_cpc, rank_offset),
             ["bid", "quality", "competitor_pressure"],
             noise=False,
         ),
@@ -198,15 +214,15 @@ def build_nodes(config: AdsConfig, panel) -> list[Node]:
         node("cpc", m.ActualCpc(), ["expected_cpc"]),
         node(
             "cost",
-            m.Cost(config.overdelivery),
-            ["clicks", "cpc", "daily_budget"],
+            m.Cost(),
+            ["clicks", "cpc"],
             noise=False,
             observed=True,
         ),
         node("cvr_trait", m.SegmentTrait(0.25)),
         node(
             "cvr",
-            m.ConversionRate(cvr_base, eligibility),
+            m.ConversionRate(cvr_base, eligibility, cvr_by_day),
             ["targeting_eligibility", "cvr_trait"],
             description="real conversion rate of a human click",
         ),
@@ -220,16 +236,29 @@ def build_nodes(config: AdsConfig, panel) -> list[Node]:
         ),
         node("tag_fire_rate", Constant(np.broadcast_to(tag_rate, panel.shape)), noise=False),
         node(
+            "consent_rate",
+            Constant(consent),
+            noise=False,
+            description="share of users who consent to measurement (EU/UK banners)",
+        ),
+        node(
             "tracked_conversions",
-            m.BinomialCount("real_conversions", "tag_fire_rate"),
-            ["real_conversions", "tag_fire_rate"],
+            m.TrackedConversions(),
+            ["real_conversions", "tag_fire_rate", "consent_rate"],
             dtype=INT,
             description="conversions the tag recorded, eventually",
         ),
         node(
+            "modelled_conversions",
+            m.ModelledConversions(cross_device, config.consent_modelled_share),
+            ["real_conversions", "consent_rate"],
+            dtype=INT,
+            description="consent-modelled, cross-device and view-through conversions",
+        ),
+        node(
             "conversions",
             m.LaggedConversions(reported_fraction),
-            ["tracked_conversions"],
+            ["tracked_conversions", "modelled_conversions"],
             dtype=INT,
             observed=True,
             description="conversions reported so far (click date)",
@@ -251,13 +280,37 @@ def build_nodes(config: AdsConfig, panel) -> list[Node]:
         ),
         node(
             "sessions",
-            m.Sessions(),
-            ["human_clicks", "bot_clicks", "invalid_clicks"],
+            m.Sessions(config.sessions_per_click),
+            ["human_clicks", "bot_clicks", "invalid_clicks", "consent_rate"],
             dtype=INT,
             observed=True,
             description="site sessions from ad clicks",
         ),
     ]
+
+
+def reported_share(age: np.ndarray, config: AdsConfig) -> np.ndarray:
+    """Expected share of a day's eventual conversions reported by ``age`` days after it: about
+    half on the day, a tail of 2-4 weeks (two exponential components)."""
+    fast = config.lag_fast_share * np.exp(-(age + 1.0) / config.lag_fast_days)
+    slow = (1.0 - config.lag_fast_share) * np.exp(-(age + 1.0) / config.lag_slow_days)
+    return 1.0 - fast - slow
+
+
+def holiday_season(days: np.ndarray, config: AdsConfig) -> tuple[np.ndarray, np.ndarray]:
+    """Demand and CVR multipliers per day around gift holidays: demand ramps up linearly over
+    ``holiday_ramp_days`` before the holiday to ``1 + holiday_lift`` the day before, drops on the
+    day itself (gifts are bought by then) and returns to normal after; buyers in the ramp are
+    more decided (CVR up by a third of the demand lift)."""
+    demand = np.ones(days.size)
+    ramp = max(int(config.holiday_ramp_days), 1)
+    for holiday in np.array(config.holidays, dtype="datetime64[D]"):
+        before = (holiday - days).astype(np.int64)  # days until the holiday
+        in_ramp = (before >= 1) & (before <= ramp)
+        demand[in_ramp] *= 1.0 + config.holiday_lift * (ramp + 1 - before[in_ramp]) / ramp
+        demand[before == 0] *= 1.0 - config.holiday_lift / 2
+    cvr = 1.0 + (demand - 1.0).clip(min=0.0) / 3.0
+    return demand, cvr
 
 
 def _weekly_shape(panel, amplitude: float) -> np.ndarray:

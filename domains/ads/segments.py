@@ -38,7 +38,7 @@ VOLUME = {
         "broad": 1.5,
     },
 }
-PLACEMENT_WEIGHT = {"search": 1.0, "search_partners": 0.25, "display": 0.8, "video": 0.4}
+PLACEMENT_WEIGHT = {"search": 1.0, "search_partners": 0.25, "display": 1.5, "video": 0.8}
 CAMPAIGN_KIND_VOLUME = {"search": 1.0, "performance_max": 1.2, "display": 4.0}
 
 # Targeting: how much of a segment's audience the campaign is eligible for before expansion.
@@ -47,28 +47,28 @@ ELIGIBILITY = {
     "geo": {"canada": 0.6, "germany": 0.6, "france": 0.6},
 }
 
+# Device, audience and geo shape of CTR and CVR around each campaign's per-placement rates
+# (config.CampaignSpec.ctr / .cvr). Connected TVs are not clickable.
 CTR = {
-    "placement": {"search": 1.0, "search_partners": 0.45, "display": 0.09, "video": 0.18},
-    "device": {"mobile": 1.0, "desktop": 1.1, "tablet": 0.9, "ctv": 0.35},
+    "device": {"mobile": 1.0, "desktop": 1.05, "tablet": 0.9, "ctv": 0.0},
     "audience": {
-        "remarketing": 1.5,
-        "customer_list": 1.4,
+        "remarketing": 1.3,
+        "customer_list": 1.25,
         "in_market": 1.1,
         "lookalike": 0.9,
         "broad": 0.8,
     },
 }
 CVR = {
-    "placement": {"search": 1.0, "search_partners": 0.7, "display": 0.45, "video": 0.3},
-    "device": {"mobile": 0.7, "desktop": 1.3, "tablet": 1.0, "ctv": 0.25},
+    "device": {"mobile": 0.75, "desktop": 1.3, "tablet": 1.0, "ctv": 0.0},
     "audience": {
-        "remarketing": 2.5,
-        "customer_list": 2.2,
-        "in_market": 1.2,
-        "lookalike": 0.7,
-        "broad": 0.55,
+        "remarketing": 1.5,
+        "customer_list": 1.4,
+        "in_market": 1.1,
+        "lookalike": 0.8,
+        "broad": 0.7,
     },
-    "geo": {"canada": 0.8, "uk": 0.9, "germany": 0.75, "france": 0.65},
+    "geo": {"canada": 0.85, "uk": 0.9, "germany": 0.8, "france": 0.75},
 }
 CPC = {
     "placement": {"search": 1.0, "search_partners": 0.6, "display": 0.35, "video": 0.5},
@@ -79,7 +79,10 @@ ORDER_VALUE = {
     "audience": {"customer_list": 1.3, "remarketing": 1.2},
     "geo": {"uk": 0.9, "germany": 0.9, "france": 0.85},
 }
-BOT_RATE = {"placement": {"search": 0.5, "search_partners": 3.0, "display": 4.0, "video": 1.0}}
+BOT_RATE = {
+    "placement": {"search": 0.5, "search_partners": 8.0, "display": 4.0, "video": 1.0},
+    "device": {"ctv": 0.0},  # nothing to click on a TV
+}
 SAFARI = ("ios_safari", "mac_safari")
 
 
@@ -90,6 +93,20 @@ def multiplier(panel: Panel, table: dict[str, dict[str, float]]) -> np.ndarray:
         lookup = np.array([levels.get(level, 1.0) for level in panel.dimension(dim).levels])
         out *= lookup[panel.codes(dim)]
     return out[:, None]
+
+
+def by_campaign_placement(panel: Panel, values: dict[str, dict[str, float]]) -> np.ndarray:
+    """A per-(campaign, placement) value broadcast to cells, (n_cells, 1)."""
+    campaigns = panel.dimension("campaign").levels
+    placements = panel.dimension("placement").levels
+    lookup = np.array([[values[c].get(p, 0.0) for p in placements] for c in campaigns])
+    return lookup[panel.codes("campaign"), panel.codes("placement")][:, None]
+
+
+def by_level(panel: Panel, dim: str, values, default: float = 1.0) -> np.ndarray:
+    """A per-level value of one dimension broadcast to cells, (n_cells, 1)."""
+    lookup = np.array([float(values.get(level, default)) for level in panel.dimension(dim).levels])
+    return lookup[panel.codes(dim)][:, None]
 
 
 def by_campaign(panel: Panel, values: dict[str, float]) -> np.ndarray:

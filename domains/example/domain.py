@@ -16,9 +16,16 @@ from causaltrace import (
     Step,
     TimeAxis,
     Uniform,
+    raised_alert,
 )
 from domains.example.mechanisms import BinomialThin, ChannelRate, Demand, PoissonCount
-from domains.example.reports import ExampleEvidence, alert_text, render_tables
+from domains.example.reports import (
+    MONITOR_RULE,
+    ExampleEvidence,
+    alert_readings,
+    alert_text,
+    render_tables,
+)
 
 CHANNELS = ("search", "social", "email")
 REGIONS = ("north", "south", "east", "west")
@@ -109,12 +116,24 @@ class ExampleDomain(Domain):
     def render(self, world, draw, background, rng):
         return render_tables(self.scm.panel, world)
 
+    def alert_readings(self, tables):
+        return alert_readings(tables)
+
+    def monitor_tables(self, world):
+        return render_tables(self.scm.panel, world)  # deterministic: it draws nothing
+
     def task_prompt(self, tables) -> str:
+        """The raised alert and the task. With the alert gate off (``verifier=off``) a draw may
+        raise nothing; the prompt then names the reading with the largest adverse move and says
+        it is below the threshold (the default verifier rejects such episodes: ``no_alert``)."""
+        readings = self.alert_readings(tables)
+        alert = raised_alert(readings) or max(readings, key=lambda r: r.severity)
         causes = "\n".join(
             f"- {n}: {p.description}" for n, p in self.scm.intervention_points.items()
         )
         return (
-            f"ALERT: {alert_text(tables)}.\nThe table shop_daily has daily visits, orders "
+            f"{MONITOR_RULE}\nALERT: {alert_text(alert, self.scm.panel.n_time)}.\n"
+            "The table shop_daily has daily visits, orders "
             f"and tracked orders by channel and region. The cause is one of:\n{causes}\n"
             "Answer with submit(root_cause, slice); the slice is dim=level over channel "
             "and region (empty for TRAFFIC_DROP)."

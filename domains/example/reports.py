@@ -1,4 +1,4 @@
-"""What the shop's analyst sees, the alert, and the evidence the verifier reads."""
+"""What the shop's analyst sees, its monitoring rule, and the evidence the verifier reads."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from causaltrace import Panel, World
+from causaltrace import AlertReading, CausalTraceError, Panel, World
 from causaltrace.verify import Statistic
 
 DIMS = ("channel", "region")
@@ -33,10 +33,58 @@ def render_tables(panel: Panel, world: World) -> dict[str, pd.DataFrame]:
     return {"shop_daily": frame}
 
 
-def alert_text(tables: Mapping[str, pd.DataFrame]) -> str:
-    daily = tables["shop_daily"].groupby("date")["tracked_orders"].sum().to_numpy()
-    change = daily[-7:].sum() / max(daily[-35:-7].sum() / 4, 1) - 1
-    return f"tracked orders moved {change:+.1%} in the last 7 days against the 4 weeks before"
+# The monitoring rule: each KPI's last WINDOW days against the same weekdays of the (up to)
+# WEEKS weeks before, over the whole shop and each channel; a fall of THRESHOLD or more fires.
+# Orders are counted on the day they happen (no reporting lag), so a fall is never an artefact.
+MONITOR_KPIS = {"orders": -1, "tracked_orders": -1}  # KPI -> adverse direction (a fall is bad)
+# 15% rather than 10%: on this shop's volumes (about 100 orders a week on the social and email
+# channels) a 10% rule fires in 40% of quiet weeks, a 15% rule in 19% (200 seeds, no cause).
+WINDOW, WEEKS, THRESHOLD = 7, 4, 0.15
+MONITOR_RULE = (
+    f"The monitor compares orders and tracked orders, for the whole shop and for each channel, "
+    f"over the last {WINDOW} days with the same weekdays of the weeks before, and raises the "
+    f"largest fall of {THRESHOLD:.0%} or more."
+)
+
+
+def baseline_weeks(n_days: int) -> int:
+    """Whole weeks of baseline before the alert window (at most WEEKS)."""
+    weeks = min(WEEKS, (n_days - WINDOW) // 7)
+    if weeks < 1:
+        raise CausalTraceError(f"the monitor needs at least {WINDOW + 7} days, got {n_days}")
+    return weeks
+
+
+def alert_readings(tables: Mapping[str, pd.DataFrame]) -> list[AlertReading]:
+    """Every (KPI, scope) reading of the rule: scope ``account``, then ``channel=<level>``."""
+    frame = tables["shop_daily"]
+    kpis = list(MONITOR_KPIS)
+    channels = list(frame["channel"].cat.categories)
+    by_day = frame.groupby(["date", "channel"], observed=False, sort=True)[kpis].sum()
+    cube = by_day.to_numpy(np.float64).reshape(-1, len(channels), len(kpis))  # day, channel, kpi
+    cube = np.concatenate([cube.sum(axis=1, keepdims=True), cube], axis=1)
+    weeks = baseline_weeks(len(cube))
+    current = cube[-WINDOW:].sum(axis=0)
+    baseline = cube[-WINDOW - 7 * weeks : -WINDOW].sum(axis=0) / weeks
+    scopes = ("account", *(f"channel={c}" for c in channels))
+    return [
+        AlertReading(kpi, scope, current[s, k], baseline[s, k], adverse, THRESHOLD)
+        for k, (kpi, adverse) in enumerate(MONITOR_KPIS.items())
+        for s, scope in enumerate(scopes)
+    ]
+
+
+def alert_text(reading: AlertReading, n_days: int) -> str:
+    """The alert as the prompt states it (saying so if the reading did not fire)."""
+    kpi = reading.kpi.replace("_", " ")
+    where = "" if reading.scope == "account" else f" ({reading.scope})"
+    direction = "down" if reading.move < 0 else "up"
+    below = "" if reading.fired else " (the largest move; below the threshold)"
+    return (
+        f"{kpi}{where} {direction} {abs(reading.move):.1%} in the last {WINDOW} days{below}: "
+        f"{reading.current:,.0f} against a weekly average of {reading.baseline:,.1f} over the "
+        f"{baseline_weeks(n_days)} weeks before"
+    )
 
 
 class ExampleEvidence:
