@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from causaltrace import load_domain
-from causaltrace.episodes import EpisodeSpec, build_visible, make_label
+from causaltrace.episodes import EpisodeSpec, build_visible, explain_episode_alert, make_label
 from causaltrace.generation import dataset_domain, find_spec, open_episode
 from causaltrace.seeds import episode_streams
 from causaltrace.storage import read_episode_tables, write_episode_dir
@@ -51,7 +51,9 @@ def stage_costs(domain, n: int) -> dict[str, float]:
         t2 = time.perf_counter()
         tables = domain.render(worlds.factual, draw, background, streams.render)
         prompt = domain.task_prompt(tables)
-        make_label(domain, EpisodeSpec("b", "bench", i, 99, cause, None), draw, worlds)
+        # The explained-alert gate's reading of the counterfactual world is part of labelling.
+        alert = explain_episode_alert(domain, tables, worlds)
+        make_label(domain, EpisodeSpec("b", "bench", i, 99, cause, None), draw, worlds, alert)
         t3 = time.perf_counter()
         verify(
             scm,

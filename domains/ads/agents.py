@@ -180,10 +180,12 @@ class LocalizerAgent(Agent):
 
     async def run(self, session, rng: np.random.Generator) -> None:
         tools = _Tools(session)
-        kpi = _alerted_kpi(session.prompt)
+        kpi, campaign = _alerted_kpi(session.prompt)
+        scope = "" if campaign is None else f"p = p[p['campaign'] == {campaign!r}]\n"
         code = (
             "import json, pandas as pd\n"
             "p = perf_daily.assign(date=pd.to_datetime(perf_daily['date']))\n"
+            f"{scope}"
             "last = p['date'].max()\n"
             "cur = p[p['date'] > last - pd.Timedelta(days=7)]\n"
             "base = p[(p['date'] <= last - pd.Timedelta(days=7)) & "
@@ -232,9 +234,12 @@ _LOCALIZER_RULE = {
 }
 
 
-def _alerted_kpi(prompt: str) -> str:
-    match = re.search(r"ALERT: (\w+) is", prompt)
-    return match.group(1) if match else "conversions"
+def _alerted_kpi(prompt: str) -> tuple[str, str | None]:
+    """The alerted KPI and, when the alert is on one campaign, that campaign."""
+    match = re.search(r"ALERT: (\w+) for (?:the account|campaign (\w+)) is", prompt)
+    if match is None:
+        return "conversions", None
+    return match.group(1), match.group(2)
 
 
 def _kpi_value(row: dict, kpi: str) -> float:

@@ -167,7 +167,6 @@ def intervention_points(
 ) -> list[InterventionPoint]:
     """The 12 intervention points, with priors over slice, strength, onset and profile."""
     step_or_ramp = (Step(), Ramp(3))
-    low_intent_geos = tuple(g for g in ("canada", "germany", "france") if g in geos) or geos
     priors: dict[str, tuple] = {
         "BUDGET_CAP": (
             _scale("daily_budget", -1.0),
@@ -186,7 +185,9 @@ def intervention_points(
             InterventionPrior(
                 slice_dims=(("audience",), ("geo",), ("audience", "geo")),
                 slice_dim_weights=(0.35, 0.25, 0.4),
-                allowed_levels={"audience": ("broad", "lookalike"), "geo": low_intent_geos},
+                # Any geo: "presence or interest" location options widen a large region as
+                # much as a small one, and a small one rarely moves the account enough to alert.
+                allowed_levels={"audience": ("broad", "lookalike"), "geo": geos},
                 strength=(1.5, 4.0),
                 onset=onset,
             ),
