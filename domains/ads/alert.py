@@ -159,8 +159,8 @@ complete days with the same weekdays of the {weeks} weeks before, leaving out th
 Conversions keep arriving for weeks after the click, so conversions and conversion value are
 first divided by the share the account's conversion-delay curve (table conversion_lag_curve)
 expects to be reported at each day's age. The rule raises the largest adverse move that is at
-least {MIN_MOVE:.0%} and beyond {Z_FIRE:.0f} times its noise (the larger of the counts' sampling
-noise and how much the baseline weeks moved among themselves). It just fired:
+least {MIN_MOVE:.0%} and beyond {Z_FIRE:.0f} times its noise (the larger of the counts' sampling noise
+and how much the baseline weeks moved among themselves). It just fired:
 
 ALERT: {alert}
 

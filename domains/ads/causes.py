@@ -45,7 +45,7 @@ CAUSES: dict[str, CauseSpec] = {
         CauseSpec(
             "BUDGET_CAP",
             CAMPAIGN_WIDE,
-            "daily budgets were cut; campaigns stop serving once the budget is spent",
+            "daily budgets were cut; delivery is throttled to fit them and impressions are lost",
             ("volume",),
             ("DEMAND_SHIFT", "COMPETITIVE_PRESSURE"),
             "budget",
@@ -118,7 +118,7 @@ CAUSES: dict[str, CauseSpec] = {
         CauseSpec(
             "AD_DISAPPROVAL",
             SEGMENT_SPECIFIC,
-            "an ad is disapproved and stops serving; the other ads absorb its traffic",
+            "an ad is disapproved and stops serving; the other ads absorb part of its traffic",
             ("mix", "volume"),
             ("CREATIVE_FATIGUE", "BUDGET_CAP"),
             "policy",
