@@ -6,12 +6,25 @@ when its ``done`` record exists (written last, atomically); a killed run leaves 
 partial shard without a record, which the next run of the same command rewrites from scratch.
 Workers are separate processes started by an existing engine (Hydra's joblib launcher, or Ray
 tasks), each taking the shards ``shard % num_workers == worker_index``.
+
+Every done record carries the generation's identity: the resolved config (domain, dataset,
+verifier) and the generator's fingerprint (package version, a hash of the generator's source,
+versions of the numerical libraries); the manifest states the same. A run into a directory
+whose manifest or done records state another identity refuses with a
+:class:`DatasetMismatchError` naming each differing key and both values: shards of two configs
+or two generators are never mixed in one dataset. Resuming with the same config and code works
+as before.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
 import math
 import os
 import shutil
@@ -30,6 +43,7 @@ from causaltrace.storage import (
     DatasetLayout,
     atomic_write_text,
     canonical_json,
+    json_load,
     jsonl,
     read_jsonl,
     sha256_file,
@@ -38,6 +52,68 @@ from causaltrace.storage import (
 from causaltrace.verify import Verdict, VerifierConfig, verify, verify_alert
 
 FORMAT = "causaltrace-dataset/1"
+# Parts of the causaltrace package that take no part in generating a dataset: editing them
+# does not change the generator's fingerprint.
+_NOT_GENERATOR = frozenset(
+    {"tools", "env", "eval", "agents", "apps", "scoring", "plotting.py", "cli.py", "__main__.py"}
+)
+# Libraries whose version can change the bytes of a dataset (random streams, quantiles, the
+# Parquet writer's output).
+_LIBRARIES = ("numpy", "scipy", "pandas", "pyarrow", "numba")
+
+
+class DatasetMismatchError(CausalTraceError):
+    """An output directory holds a dataset, or done shards, of another config or generator."""
+
+
+def _source_hash(digest, root: Path, skip: frozenset[str] = frozenset()) -> None:
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root)
+        if rel.parts[0] in skip or "__pycache__" in rel.parts:
+            continue
+        digest.update(str(rel).encode() + b"\0" + path.read_bytes() + b"\0")
+
+
+def _domain_module(name: str) -> str:
+    from importlib.metadata import entry_points
+
+    from causaltrace.domain import ENTRY_POINT_GROUP
+
+    registered = {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    if name in registered:
+        return registered[name].module
+    return name.partition(":")[0]
+
+
+@functools.cache
+def generator_fingerprint(domain_name: str) -> dict[str, Any]:
+    """What identifies the generator: the package version, a sha256 of the generator's source
+    (the engine without its tools, environment, evaluation, agents and apps, plus the domain's
+    package or module) and the versions of the libraries that shape the bytes."""
+    from causaltrace import __version__
+
+    digest = hashlib.sha256()
+    _source_hash(digest, Path(__file__).resolve().parent, _NOT_GENERATOR)
+    try:
+        spec = importlib.util.find_spec(_domain_module(domain_name))
+    except (ImportError, ValueError):
+        spec = None
+    if spec is not None and spec.submodule_search_locations:
+        for location in spec.submodule_search_locations:
+            _source_hash(digest, Path(location).resolve())
+    elif spec is not None and spec.origin and spec.origin.endswith(".py"):
+        digest.update(Path(spec.origin).read_bytes())
+    libraries = {}
+    for name in _LIBRARIES:
+        try:
+            libraries[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            libraries[name] = None
+    return {
+        "package_version": __version__,
+        "code_sha256": digest.hexdigest(),
+        "libraries": libraries,
+    }
 
 
 @dataclass(frozen=True)
@@ -65,6 +141,21 @@ class DatasetSettings:
         missing = sorted({"name", "split", "seed", "n_episodes"} - set(data))
         if missing:
             raise CausalTraceError(f"dataset config: missing key(s) {missing}")
+        for key in ("seed", "n_episodes", "shard_size", "max_attempts"):
+            value = data.get(key)
+            if key in data and (not isinstance(value, int) or isinstance(value, bool)):
+                raise CausalTraceError(f"dataset config: {key} must be an integer, got {value!r}")
+        for key in ("name", "split"):
+            if not isinstance(data[key], str) or not data[key]:
+                raise CausalTraceError(f"dataset config: {key} must be a name, got {data[key]!r}")
+        if not isinstance(data.get("materialize", True), bool):
+            raise CausalTraceError(
+                f"dataset config: materialize must be true or false, got {data['materialize']!r}"
+            )
+        if not isinstance(data.get("composition", {}), Mapping):
+            raise CausalTraceError(
+                f"dataset config: composition must be a mapping, got {data['composition']!r}"
+            )
         settings = cls(**data)
         if settings.n_episodes < 1 or settings.shard_size < 1 or settings.max_attempts < 1:
             raise CausalTraceError(
@@ -117,6 +208,23 @@ class Job:
     def shard_range(self, shard: int) -> range:
         size = self.dataset.shard_size
         return range(shard * size, min((shard + 1) * size, self.dataset.n_episodes))
+
+    def config_record(self) -> dict[str, Any]:
+        """The config that decides the dataset's bytes (as the manifest states it)."""
+        return _plain(
+            {
+                "domain": dict(self.domain),
+                "dataset": asdict(self.dataset),
+                "verifier": asdict(self.verifier),
+            }
+        )
+
+    def identity(self) -> dict[str, Any]:
+        """What every done record and the manifest state: the config and the generator."""
+        return {
+            "config": self.config_record(),
+            "generator": generator_fingerprint(str(self.domain.get("name"))),
+        }
 
 
 @dataclass
@@ -228,6 +336,7 @@ def generate_shard(job: Job, domain: Domain, shard: int, plan, progress=None) ->
         "shard": shard,
         "episodes": [job.shard_range(shard).start, job.shard_range(shard).stop],
         "files": checksums,
+        "generation": job.identity(),
     }
     atomic_write_text(layout.done(shard), canonical_json(record))
     return ShardResult(shard, len(index_rows), attempts, rejections)
@@ -267,8 +376,77 @@ def pending_shards(job: Job, worker_index: int = 0, num_workers: int = 1) -> lis
     ]
 
 
+_ABSENT = object()
+
+
+def _differences(old: Any, new: Any, path: str = "") -> list[tuple[str, Any, Any]]:
+    """(key path, recorded value, current value) of every leaf that differs."""
+    if isinstance(old, Mapping) and isinstance(new, Mapping):
+        out: list[tuple[str, Any, Any]] = []
+        for key in sorted(set(old) | set(new), key=str):
+            sub = f"{path}.{key}" if path else str(key)
+            out.extend(_differences(old.get(key, _ABSENT), new.get(key, _ABSENT), sub))
+        return out
+    return [] if old == new else [(path, old, new)]
+
+
+def _shown(value: Any) -> str:
+    return "(not set)" if value is _ABSENT else json.dumps(value, sort_keys=True)
+
+
+def check_existing(job: Job) -> None:
+    """Refuse to generate into a directory whose manifest or done records state another config
+    or generator (:class:`DatasetMismatchError` naming each difference); pass for an empty
+    directory and for a resume with the same config and code."""
+    layout = DatasetLayout(job.out_dir)
+    current = job.identity()
+    manifest = json_load(layout.manifest) if layout.manifest.exists() else None
+    if manifest is not None:
+        recorded = {"config": manifest.get("config")}
+        if "generator" in manifest:  # manifests of causaltrace before issue 12 lack it
+            recorded["generator"] = manifest["generator"]
+        _refuse_if_different(job, layout.manifest, recorded, current, finished=True)
+    done_dir = layout.root / "done"
+    for path in sorted(done_dir.glob("shard-*.json")) if done_dir.is_dir() else ():
+        generation = json_load(path).get("generation")
+        if generation is None:
+            if manifest is not None:
+                continue  # an older finished dataset: its manifest was checked above
+            raise DatasetMismatchError(
+                f"{path} records no config (an older causaltrace wrote it), so resuming "
+                f"{job.out_dir} cannot be checked to match; finish it with the version that "
+                "started it, or use a new out_dir"
+            )
+        _refuse_if_different(job, path, generation, current, finished=False)
+
+
+def _refuse_if_different(
+    job: Job, source: Path, recorded: Mapping[str, Any], current: Mapping[str, Any], finished: bool
+) -> None:
+    diff = _differences(recorded, {k: current[k] for k in recorded})
+    if not diff:
+        return
+    kinds = sorted({path.split(".")[0] for path, _, _ in diff})
+    details = "; ".join(
+        f"{path.removeprefix('config.')}: recorded {_shown(old)}, now {_shown(new)}"
+        for path, old, new in diff[:8]
+    )
+    if len(diff) > 8:
+        details += f"; and {len(diff) - 8} more"
+    held = "a finished dataset" if finished else "shards"
+    raise DatasetMismatchError(
+        f"{job.out_dir} holds {held} made with a different {' and '.join(kinds)} "
+        f"(recorded in {source}): {details}. Generating into it would mix the two; use a new "
+        f"out_dir, delete {job.out_dir}, or run with the recorded settings"
+    )
+
+
 def run(job: Job, worker_index: int = 0, num_workers: int = 1, show_progress: bool = True) -> dict:
-    """Generate this worker's pending shards, then the manifest if every shard is done."""
+    """Generate this worker's pending shards, then the manifest if every shard is done.
+
+    Refuses (:class:`DatasetMismatchError`) if ``job.out_dir`` holds a dataset or shards of
+    another config or generator."""
+    check_existing(job)
     domain = job.make_domain()
     ds = job.dataset
     plan = assignments(
@@ -320,19 +498,17 @@ def write_manifest(job: Job) -> Path | None:
     for shard in range(job.n_shards):
         if not layout.done(shard).exists():
             return None
-        records.append(json_load(layout.done(shard)))
+        record = json_load(layout.done(shard))
+        records.append({k: v for k, v in record.items() if k != "generation"})
     manifest = {
         "format": FORMAT,
         "package_version": __version__,
+        "generator": job.identity()["generator"],
         "name": job.dataset.name,
         "split": job.dataset.split,
         "n_episodes": job.dataset.n_episodes,
         "materialized": job.dataset.materialize,
-        "config": {
-            "domain": dict(job.domain),
-            "dataset": asdict(job.dataset),
-            "verifier": asdict(job.verifier),
-        },
+        "config": job.config_record(),
         "shards": records,
     }
     with _directory_lock(layout.root):
@@ -364,12 +540,6 @@ def _plain(value):
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
     return value
-
-
-def json_load(path: Path) -> Any:
-    import json
-
-    return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
 def acceptance_report(out_dir: str | Path):

@@ -23,6 +23,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from causaltrace.errors import CausalTraceError
+
 TABLE_SUFFIX = ".parquet"
 PROMPT_FILE = "prompt.txt"
 DICTIONARY_FILE = "data_dictionary.json"
@@ -58,9 +60,51 @@ def jsonl(records: Iterable[Mapping[str, Any]]) -> str:
     return "".join(json.dumps(r, sort_keys=True, ensure_ascii=False) + "\n" for r in records)
 
 
+class DataFileError(CausalTraceError):
+    """A dataset or run file is missing, unreadable or not valid JSON; the message names it."""
+
+
+def _read_text(path: Path, what: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DataFileError(f"{path}: no such {what}") from None
+    except UnicodeDecodeError as exc:
+        raise DataFileError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise DataFileError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+
+
+def json_load(path: Path) -> Any:
+    """The JSON document in ``path``; a :class:`DataFileError` naming the file (and the line
+    and column) if it is missing or not valid JSON."""
+    text = _read_text(path, "file")
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        where = f"line {exc.lineno}, column {exc.colno}: " if hasattr(exc, "lineno") else ""
+        msg = getattr(exc, "msg", str(exc))
+        raise DataFileError(
+            f"{path}: not valid JSON ({where}{msg}); the file is damaged or was cut short"
+        ) from None
+
+
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    with open(path, encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+    """The records of a JSON Lines file; a :class:`DataFileError` naming the file and line of
+    the first line that is not valid JSON."""
+    out = []
+    for number, line in enumerate(_read_text(path, "file").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            out.append(json.loads(line))
+        except ValueError as exc:
+            msg = getattr(exc, "msg", str(exc))
+            raise DataFileError(
+                f"{path}: line {number} is not valid JSON ({msg}); the file is damaged or was "
+                "cut short"
+            ) from None
+    return out
 
 
 def sha256_file(path: Path) -> str:

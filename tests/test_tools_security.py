@@ -11,6 +11,7 @@ import os
 import shutil
 import site
 import socket
+import sys
 import sysconfig
 import threading
 from pathlib import Path
@@ -24,24 +25,29 @@ from causaltrace.tools.config import SandboxError, SandboxUnavailableError, Tool
 from causaltrace.tools.sandbox import select_launcher
 
 REPO = Path(causaltrace.__file__).resolve().parents[1]
-SITE_DIRS = sorted({*site.getsitepackages(), sysconfig.get_paths()["purelib"]})
+# Package directories of this interpreter, of its base (in a venv) and of the user.
+SITE_DIRS = sorted(
+    {
+        *site.getsitepackages([sys.prefix, sys.base_prefix]),
+        site.getusersitepackages(),
+        sysconfig.get_paths()["purelib"],
+    }
+)
 
 
-def _available(kind: str) -> bool:
+# Both sandbox kinds always run: a missing tool or a sandbox that cannot start is a failure
+# that says how to fix it, never a skip.
+SANDBOXES = {"bwrap": ("bwrap", "apt-get install bubblewrap"), "unshare": ("unshare", "util-linux")}
+
+
+def require_sandbox(kind: str) -> None:
+    tool, package = SANDBOXES[kind]
+    if shutil.which(tool) is None:
+        pytest.fail(f"{tool} is not installed: the {kind} security tests need it ({package})")
     try:
         select_launcher(ToolConfig(sandbox=kind))
-        return True
-    except (SandboxUnavailableError, SandboxError):
-        return False
-
-
-SANDBOXES = [
-    pytest.param(
-        kind,
-        marks=pytest.mark.skipif(not _available(kind), reason=f"no working {kind} sandbox here"),
-    )
-    for kind in ("bwrap", "unshare")
-]
+    except (SandboxUnavailableError, SandboxError) as exc:
+        pytest.fail(f"the {kind} sandbox does not work on this machine: {exc}")
 
 
 class Env:
@@ -53,7 +59,9 @@ class Env:
         self.bystander_dir = make_episode(root, "bystander", seed=1)
         self.labels = root / "attacked" / "labels.jsonl"
         self.manifest = root / "attacked" / "manifest.json"
-        self.runtime = SyncToolRuntime(tools_config(sandbox=kind))
+        # 1 GiB: filling memory up to the limit takes ~2 us per page here, and the runaway-code
+        # attacks below must end in MemoryError well within the 4 s time limit, even under load.
+        self.runtime = SyncToolRuntime(tools_config(sandbox=kind, memory_bytes=1 << 30))
         self.tools = self.runtime.episode(self.attacked_dir)
         self.bystander = self.runtime.episode(self.bystander_dir)
         self.bystander.python("marker = 'still here'")
@@ -109,8 +117,9 @@ class Env:
         self.runtime.close()
 
 
-@pytest.fixture(scope="module", params=SANDBOXES)
+@pytest.fixture(scope="module", params=sorted(SANDBOXES))
 def env(request, tmp_path_factory):
+    require_sandbox(request.param)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("CT_TEST_SECRET", LABEL)  # a secret in the host environment
         e = Env(request.param, tmp_path_factory.mktemp(f"security-{request.param}"))

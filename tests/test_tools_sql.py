@@ -1,15 +1,43 @@
-"""The sql tool: results, caps, read-only, and adversarial SQL that tries to leave the episode."""
+"""The sql tool: results, caps, read-only, and adversarial SQL that tries to leave the episode.
+
+Each test drives a :class:`SqlTool` (the episode's sandboxed DuckDB worker) on the event loop of
+one shared runtime; :mod:`test_hardening_sql` covers the limits (time, memory, isolation)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import pandas as pd
 import pytest
-from _tools_support import LABEL, SEED, make_episode
+from _tools_support import LABEL, SEED, make_episode, tools_config
 
-from causaltrace.tools import EpisodeData, ToolError
-from causaltrace.tools.sql import SqlTool, render_table
+from causaltrace.tools import EpisodeData, SyncToolRuntime, ToolError
+from causaltrace.tools.sql import SqlTool, parse_size, render_table, sql_limits
+
+
+class SyncSql:
+    """A blocking handle of one episode's sql tool on ``owner``'s event loop."""
+
+    def __init__(self, owner: SyncToolRuntime, episode_dir, **overrides):
+        runtime = owner.runtime
+        config = dataclasses.replace(runtime.config, **overrides)
+        self.owner = owner
+        self.tool = SqlTool(runtime.sql_pool, EpisodeData.from_dir(episode_dir), config)
+        owner.run(self.tool.ready())
+
+    def run(self, query: str) -> str:
+        return self.owner.run(self.tool.run(query))
+
+    def close(self) -> None:
+        self.owner.run(self.tool.close())
+
+
+@pytest.fixture(scope="module")
+def owner():
+    runtime = SyncToolRuntime(tools_config(warm_workers=1, sql_max_rows=20, sql_max_chars=4000))
+    yield runtime
+    runtime.close()
 
 
 @pytest.fixture
@@ -18,8 +46,8 @@ def episode_dir(tmp_path):
 
 
 @pytest.fixture
-def sql(episode_dir):
-    tool = SqlTool(EpisodeData.from_dir(episode_dir), max_rows=20, max_chars=4000)
+def sql(owner, episode_dir):
+    tool = SyncSql(owner, episode_dir)
     yield tool
     tool.close()
 
@@ -58,6 +86,7 @@ def test_errors_come_back_as_text(sql):
     assert sql.run("SELECT nope FROM orders").startswith("Error: Binder Error")
     assert sql.run("SELECT * FROM missing_table").startswith("Error: Catalog Error")
     assert sql.run("   ") == "Error: the query is empty."
+    assert "at most 1000000" in sql.run("SELECT 1 " + " " * 1_000_000)
     assert "1" in sql.run("SELECT 1")  # still usable
 
 
@@ -142,17 +171,22 @@ def test_settings_are_locked(sql):
     assert "python_enable_replacements | false" in out
 
 
-def test_runaway_query_is_interrupted(sql):
-    out = sql.run("SELECT count(*) FROM range(100000000) a, range(100000000) b", timeout=0.5)
-    assert out.startswith("Error:") and "interrupted" in out
-    assert "(1 row)" in sql.run("SELECT 1")
+def test_runaway_query_is_interrupted(owner, episode_dir):
+    sql = SyncSql(owner, episode_dir, sql_timeout=0.5)
+    try:
+        out = sql.run("SELECT count(*) FROM range(100000000) a, range(100000000) b")
+        assert out.startswith("Error:") and "interrupted after 0.5 s (time limit)" in out
+        assert "(1 row)" in sql.run("SELECT 1")
+        assert sql.tool.restarts == 0  # interrupted in its process, which lives on
+    finally:
+        sql.close()
 
 
-def test_episodes_do_not_share_a_database(tmp_path):
-    a = SqlTool(EpisodeData.from_dir(make_episode(tmp_path, "a")))
+def test_episodes_do_not_share_a_database(owner, tmp_path):
+    a = SyncSql(owner, make_episode(tmp_path, "a"))
     other = make_episode(tmp_path, "b")
     (other / "secret_b.parquet").write_bytes((other / "customers.parquet").read_bytes())
-    b = SqlTool(EpisodeData.from_dir(other))
+    b = SyncSql(owner, other)
     try:
         assert "secret_b" in b.run("SHOW TABLES")
         assert "secret_b" not in a.run("SHOW ALL TABLES")
@@ -177,6 +211,22 @@ def test_episode_dir_contract(tmp_path):
         EpisodeData.from_dir(visible)
     with pytest.raises(ToolError, match="does not exist"):
         EpisodeData.from_dir(tmp_path / "nope")
+
+
+def test_a_broken_table_file_is_a_tool_error_naming_it(owner, tmp_path):
+    visible = make_episode(tmp_path)
+    (visible / "broken.parquet").write_bytes(b"this is not parquet")
+    with pytest.raises(ToolError, match=r"could not load.*broken\.parquet"):
+        SyncSql(owner, visible)
+
+
+def test_sizes_and_limits():
+    assert parse_size("1GB") == 10**9 and parse_size("512MiB") == 512 * 2**20
+    assert parse_size(" 2 gib ") == 2 * 2**30 and parse_size("1000") == 1000
+    with pytest.raises(ToolError, match="sql_memory_limit"):
+        parse_size("80%")
+    limits = sql_limits(tools_config(sql_memory_limit="1GB"))
+    assert limits["data_bytes"] == 2 * 10**9 and limits["file_bytes"] == 0
 
 
 def test_render_table_formats_values():

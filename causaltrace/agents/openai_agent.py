@@ -16,7 +16,12 @@ with ``tools``; they differ in what they send back. This agent reads the reply a
 A reply without tool calls is the final answer (the session parses the JSON answer in the
 text). Server errors are retried with exponential backoff and jitter (5xx, 408, 409, 429 and
 connection errors; not other 4xx); one that survives the retries ends the episode without an
-answer and records the error in the transcript, so an evaluation run carries on.
+answer and records the error in the transcript, so an evaluation run carries on. Two kinds of
+failure say nothing about the episode and stop the whole run instead
+(:class:`ServerUnavailable`): a server that cannot be reached at all (connection refused, no
+such host), and a request the server refuses for its configuration (HTTP 401, 403, 404: a
+wrong key, URL or model name). The evaluation harness records no result for the episodes they
+hit, so a re-run retries them.
 
 Config keys (``configs/agent/openai.yaml``): ``model`` (required), ``base_url``, ``api_key``
 (default: ``$OPENAI_API_KEY``, else ``"EMPTY"``), ``temperature``, ``top_p``, ``max_tokens``,
@@ -52,6 +57,18 @@ class ServerError(CausalTraceError):
     def __init__(self, message: str, attempts: int = 1):
         super().__init__(message)
         self.attempts = attempts
+
+
+class ServerUnavailable(ServerError):
+    """The chat server cannot be reached, or refuses requests for its configuration: no
+    episode can run. ``abort_run`` tells the evaluation harness to stop the run and record no
+    result for the episode (see ``causaltrace.eval.harness``)."""
+
+    abort_run = True
+
+
+# HTTP statuses that mean the agent's configuration is wrong (key, URL, model), not the request.
+CONFIG_STATUS = frozenset({401, 403, 404})
 
 
 @dataclass
@@ -185,8 +202,11 @@ class OpenAIAgent(Agent):
             raise CausalTraceError(
                 f"openai agent: unknown config key(s) {unknown}; known: {sorted(self.KNOWN)}"
             )
-        if not c.get("model"):
-            raise CausalTraceError("openai agent: set the model, e.g. agent.model=Qwen/Qwen3-8B")
+        if not c.get("model") or c.get("model") == "???":
+            raise CausalTraceError(
+                "agent.model is required and not set: add agent.model=... to the command line "
+                "(the served model's name, e.g. agent.model=Qwen/Qwen3-8B)"
+            )
         self.model = str(c["model"])
         self.base_url = c.get("base_url") or os.environ.get("OPENAI_BASE_URL") or None
         self.api_key = c.get("api_key") or os.environ.get("OPENAI_API_KEY") or "EMPTY"
@@ -199,6 +219,11 @@ class OpenAIAgent(Agent):
             raise CausalTraceError(
                 "openai agent: retries, backoff and max_backoff must be >= 0 and timeout > 0"
             )
+
+    @property
+    def server(self) -> str:
+        """The server's URL as the client uses it (the default: OpenAI's API)."""
+        return str(self.base_url or "https://api.openai.com/v1")
 
     # -- the request --------------------------------------------------------------------
     def request(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict:
@@ -255,14 +280,28 @@ class OpenAIAgent(Agent):
                 retryable = status >= 500 or status in RETRY_STATUS
                 error = f"HTTP {status} from the chat server: {_short(exc.message)}"
                 retry_after = _retry_after(exc.response)
+                unavailable = status in CONFIG_STATUS
+                if unavailable:
+                    error = (
+                        f"the chat server at {self.server} refused the request with HTTP {status} "
+                        f"(check agent.model, agent.base_url and the API key): {_short(exc.message)}"
+                    )
             except openai.APIConnectionError as exc:  # includes timeouts
                 retryable = True
+                # No answer at all (refused, no such host) is the server being down or the URL
+                # wrong; a timeout is a server that answered too slowly for this request.
+                unavailable = not isinstance(exc, openai.APITimeoutError)
                 error = f"{type(exc).__name__}: {_short(str(exc))}"
+                if unavailable:
+                    cause = exc.__cause__ or exc.__context__
+                    detail = f" ({_short(str(cause), 200)})" if cause else ""
+                    error = f"the chat server at {self.server} cannot be reached{detail}"
             except ServerError as exc:
                 exc.attempts = attempt + 1
                 raise
             if not retryable or attempt >= self.retries:
-                raise ServerError(f"{error} (after {attempt + 1} attempt(s))", attempt + 1)
+                kind = ServerUnavailable if unavailable else ServerError
+                raise kind(f"{error} (after {attempt + 1} attempt(s))", attempt + 1)
             await asyncio.sleep(self.backoff_delay(attempt, rng, retry_after))
             attempt += 1
 
@@ -280,6 +319,8 @@ class OpenAIAgent(Agent):
             while not session.done:
                 try:
                     reply = await self.complete(client, messages, tools, rng)
+                except ServerUnavailable:
+                    raise  # no episode can run: the harness stops the run
                 except ServerError as exc:
                     await self.end_episode(session, str(exc))
                     return

@@ -10,12 +10,17 @@ Writes ``results.jsonl``, ``transcripts/``, ``summary.md``, ``metrics.json``,
 ``runs/<agent>-<dataset>``). Re-running the same command resumes: episodes already scored
 are not run again. If ``dataset_dir`` holds no dataset yet, it is generated first from the same
 ``domain``, ``dataset`` and ``verifier`` configs (as ``causaltrace-generate`` would).
+
+Exit status: 0 when every selected episode has a result; 1 when the run could not be completed
+(the model server is unreachable or refuses the requests, or episodes' tools could not start:
+those episodes are not recorded, so re-running the same command retries them); 2 for a user
+error (a bad or missing option, an unknown episode or agent...), reported in one line
+(``--debug`` or ``HYDRA_FULL_ERROR=1`` for the traceback).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import sys
 from collections.abc import Mapping
@@ -26,7 +31,9 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from causaltrace.apps.config_dir import config_dir
+from causaltrace.apps.errors import RunIncomplete, option, run_hydra_app, run_task
 from causaltrace.errors import CausalTraceError
+from causaltrace.storage import json_load
 
 log = logging.getLogger(__name__)
 
@@ -50,11 +57,11 @@ def ensure_dataset(plain: Mapping[str, Any]) -> Path:
                 "verifier": plain.get("verifier") or {},
             }
         )
-        summary = run(job, 0, 1, bool(plain.get("progress", True)))
+        summary = run(job, 0, 1, option(plain, "progress", bool, True))
         if not summary["manifest_written"]:
             raise CausalTraceError(f"generating {root} did not finish (no manifest written)")
         return root
-    written = json.loads(manifest.read_text(encoding="utf-8")).get("config") or {}
+    written = json_load(manifest).get("config") or {}
     wanted = {"domain": dict(plain["domain"]), "name": plain["dataset"].get("name")}
     found = {"domain": written.get("domain"), "name": (written.get("dataset") or {}).get("name")}
     if found != wanted:
@@ -74,48 +81,71 @@ def evaluate_from_config(cfg: DictConfig | Mapping[str, Any]):
     from causaltrace.eval import evaluate
     from causaltrace.tools import ToolConfig
 
-    plain = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
-    agent_cfg = dict(plain["agent"])
+    if isinstance(cfg, DictConfig):
+        plain = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    else:
+        plain = dict(cfg)
+    agent_cfg = dict(plain.get("agent") or {})
     if not agent_cfg.get("name"):
         raise CausalTraceError("agent config: missing key 'name' (e.g. agent=random)")
-    source = DatasetSource(ensure_dataset(plain))
-    agent = make_agent(agent_cfg["name"], agent_cfg)
+    missing = sorted(f"agent.{k}" for k, v in agent_cfg.items() if v == "???")
+    if missing:
+        raise CausalTraceError(
+            f"{missing[0]} is required and not set: add {missing[0]}=... to the command line"
+        )
     episodes = plain.get("episodes")
+    if episodes is not None and not isinstance(episodes, list | tuple):
+        raise CausalTraceError(f"episodes must be a list of episode ids, got {episodes!r}")
+    options = {
+        "concurrency": option(plain, "concurrency", int, 4, minimum=1),
+        "seed": option(plain, "seed", int, 0, minimum=0),
+        "limit": option(plain, "limit", int, None, minimum=0, nullable=True),
+        "progress": option(plain, "progress", bool, True),
+        "rerun_errors": option(plain, "rerun_errors", bool, False),
+        "episode_timeout": option(plain, "episode_timeout", float, None, nullable=True),
+        "n_boot": option(plain, "n_boot", int, 1000, minimum=1),
+    }
+    if options["episode_timeout"] is not None and options["episode_timeout"] <= 0:
+        raise CausalTraceError(f"episode_timeout must be > 0, got {options['episode_timeout']}")
+    env_config = EnvConfig.from_mapping(plain.get("env") or {})
+    tool_config = ToolConfig.from_mapping(plain.get("tools") or {})
+    agent = make_agent(agent_cfg["name"], agent_cfg)
+    source = DatasetSource(ensure_dataset(plain))
     summary = asyncio.run(
         evaluate(
             agent,
             source,
             plain["out_dir"],
-            concurrency=int(plain.get("concurrency", 4)),
-            seed=int(plain.get("seed", 0)),
-            env_config=EnvConfig.from_mapping(plain.get("env") or {}),
-            limit=plain.get("limit"),
+            env_config=env_config,
             episodes=list(episodes) if episodes is not None else None,
-            tool_config=ToolConfig.from_mapping(plain.get("tools") or {}),
-            progress=bool(plain.get("progress", True)),
-            rerun_errors=bool(plain.get("rerun_errors", False)),
-            episode_timeout=plain.get("episode_timeout"),
-            n_boot=int(plain.get("n_boot", 1000)),
+            tool_config=tool_config,
+            **options,
         )
     )
-    print(summary.summary_text())
+    if summary.records:
+        print(summary.summary_text())
     print(f"ran {summary.ran} episode(s), resumed {summary.resumed}; outputs in {summary.out_dir}")
+    if summary.aborted:
+        raise RunIncomplete(
+            f"{summary.aborted}; {len(summary.failed)} episode(s) were not run to the end and "
+            f"not recorded: re-run the same command to retry them"
+        )
     if summary.failed:
-        print(
-            f"{len(summary.failed)} episode(s) could not start; re-run the same command to "
-            f"retry them",
-            file=sys.stderr,
+        first = sorted(summary.failed)[0]
+        raise RunIncomplete(
+            f"{len(summary.failed)} episode(s) could not start (first: {first}: "
+            f"{summary.failed[first]}); re-run the same command to retry them"
         )
     return summary
 
 
 @hydra.main(config_path=config_dir(), config_name="eval", version_base="1.3")
 def _main(cfg: DictConfig) -> None:
-    evaluate_from_config(cfg)
+    run_task("causaltrace-eval", evaluate_from_config, cfg)
 
 
 def main() -> None:
-    sys.exit(_main())
+    sys.exit(run_hydra_app("causaltrace-eval", _main))
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ message first) and a ``tools`` column (the JSON schemas the agent had). Each row
 records the episode, the dataset's name, split and manifest hash, the evaluation seed and the
 agent; never the dataset's generation seed, which would let anyone regenerate the labels.
 A ``<out>.meta.json`` file beside the JSONL records the runs, the filter and the counts.
+User errors print one line; ``--debug`` shows the traceback.
 """
 
 from __future__ import annotations
@@ -22,10 +23,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from causaltrace.apps.errors import run_cli
 from causaltrace.errors import CausalTraceError
 from causaltrace.eval.harness import RESULTS_FILE, RUN_FILE, TRANSCRIPT_DIR, read_results
 from causaltrace.eval.report import read_transcript
-from causaltrace.storage import atomic_write_text, canonical_json
+from causaltrace.storage import atomic_write_text, canonical_json, json_load
 
 SUBMIT = "submit"
 
@@ -136,7 +138,7 @@ def export_sft(
         info_path = run_dir / RUN_FILE
         if not info_path.exists():
             raise CausalTraceError(f"{run_dir} is not an evaluation run (no {RUN_FILE})")
-        info = json.loads(info_path.read_text(encoding="utf-8"))
+        info = json_load(info_path)
         ds = info["dataset"]
         agent = info["agent"]
         run_system = (
@@ -209,7 +211,12 @@ def export_sft(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    return run_cli("causaltrace-export", _main, argv)
+
+
+def _main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(prog="causaltrace-export", description=__doc__.splitlines()[0])
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
     sub = parser.add_subparsers(dest="command", required=True)
     sft = sub.add_parser("sft", help="fully correct trajectories as chat-format JSONL (TRL SFT)")
     sft.add_argument(

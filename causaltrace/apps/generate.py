@@ -6,7 +6,9 @@
     causaltrace-generate executor=ray num_workers=2                        # 2 Ray tasks
 
 Each multirun job is one worker; workers split the shards by index, so any number of them
-writes the same bytes, and re-running a command after a kill finishes the split.
+writes the same bytes, and re-running a command after a kill finishes the split. A run into a
+directory that holds a dataset (or shards) of another config or generator refuses and names
+what differs. User errors print one line (``--debug`` or ``HYDRA_FULL_ERROR=1``: traceback).
 """
 
 from __future__ import annotations
@@ -18,20 +20,32 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from causaltrace.apps.config_dir import config_dir
+from causaltrace.apps.errors import option, run_hydra_app, run_task
 from causaltrace.errors import CausalTraceError
-from causaltrace.generation import Job, acceptance_report, run, write_manifest
+from causaltrace.generation import (
+    Job,
+    acceptance_report,
+    check_existing,
+    pending_shards,
+    run,
+    write_manifest,
+)
 from causaltrace.ray_executor import generate_with_ray
 
 
 def generate(cfg: DictConfig) -> dict:
-    plain = OmegaConf.to_container(cfg, resolve=True)
+    plain = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
     job = Job.from_config(plain)
     executor = plain.get("executor", "local")
+    num_workers = option(plain, "num_workers", int, 1, minimum=1)
+    worker_index = option(plain, "worker_index", int, 0, minimum=0)
+    progress = option(plain, "progress", bool, True)
     if executor == "ray":
         ray_cfg = plain.get("ray") or {}
+        check_existing(job)  # refuse here, not in each Ray task
         results = generate_with_ray(
             plain,
-            int(plain.get("num_workers", 1)),
+            num_workers,
             address=ray_cfg.get("address"),
             num_cpus=ray_cfg.get("num_cpus"),
         )
@@ -42,30 +56,26 @@ def generate(cfg: DictConfig) -> dict:
             "shards": [],
         }
     elif executor == "local":
-        summary = run(
-            job,
-            int(plain.get("worker_index", 0)),
-            int(plain.get("num_workers", 1)),
-            bool(plain.get("progress", True)),
-        )
+        pending_shards(job, worker_index, num_workers)  # checks the worker index
+        summary = run(job, worker_index, num_workers, progress)
     else:
         raise CausalTraceError(f"executor must be 'local' or 'ray', got {executor!r}")
     if summary["manifest_written"]:
         print(f"dataset complete: {job.out_dir}")
         print(acceptance_report(job.out_dir).to_string())
     else:
-        print(f"worker {plain.get('worker_index', 0)} done; other workers' shards are pending")
+        print(f"worker {worker_index} done; other workers' shards are pending")
     print(json.dumps({k: v for k, v in summary.items() if k != "shards"}, sort_keys=True))
     return summary
 
 
 @hydra.main(config_path=config_dir(), config_name="generate", version_base="1.3")
 def _main(cfg: DictConfig) -> None:
-    generate(cfg)
+    run_task("causaltrace-generate", generate, cfg)
 
 
 def main() -> None:
-    sys.exit(_main())
+    sys.exit(run_hydra_app("causaltrace-generate", _main))
 
 
 if __name__ == "__main__":

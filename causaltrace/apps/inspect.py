@@ -5,7 +5,8 @@
 
 Prints the agent-visible tables with their row counts and the prompt; ``--plot`` writes a PNG
 of the alerted KPI over time against its counterfactual (rebuilt from the private spec); the
-label is printed only with ``--show-label``.
+label is printed only with ``--show-label``. User errors (no such dataset or episode, a damaged
+file) print one line; ``--debug`` shows the traceback.
 """
 
 from __future__ import annotations
@@ -17,8 +18,16 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from causaltrace.generation import dataset_domain, load_labels, open_episode, rebuild_episode
-from causaltrace.storage import PROMPT_FILE, read_episode_tables
+from causaltrace.apps.errors import run_cli
+from causaltrace.errors import CausalTraceError
+from causaltrace.generation import (
+    dataset_domain,
+    load_index,
+    load_labels,
+    open_episode,
+    rebuild_episode,
+)
+from causaltrace.storage import PROMPT_FILE, DatasetLayout, read_episode_tables
 
 
 def plot_kpi(out_dir: str, episode: str, path: str) -> str:
@@ -45,7 +54,26 @@ def plot_kpi(out_dir: str, episode: str, path: str) -> str:
     return path
 
 
+def check_episode(dataset: str, episode: str) -> None:
+    """Refuse, naming the culprit, a directory that is no dataset or an id it does not hold."""
+    layout = DatasetLayout(dataset)
+    if not layout.root.is_dir():
+        raise CausalTraceError(f"{dataset}: no such dataset directory")
+    if not (layout.root / "public" / "index").is_dir():
+        raise CausalTraceError(f"{dataset} is not a dataset directory (no public/index)")
+    ids = [row["episode_id"] for row in load_index(dataset)]
+    if episode not in ids:
+        shown = f"{ids[0]} ... {ids[-1]}" if len(ids) > 1 else ", ".join(ids) or "none"
+        raise CausalTraceError(
+            f"dataset {dataset} has no episode {episode!r} ({len(ids)} episodes: {shown})"
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    return run_cli("causaltrace-inspect", _main, argv)
+
+
+def _main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="causaltrace-inspect", description=__doc__.splitlines()[0]
     )
@@ -54,7 +82,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--plot", metavar="PNG", help="write the alerted KPI plot here")
     parser.add_argument("--show-label", action="store_true", help="print the oracle label")
     parser.add_argument("--rows", type=int, default=3, help="rows to show per table")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
     args = parser.parse_args(argv)
+    check_episode(args.dataset, args.episode)
     directory = open_episode(args.dataset, args.episode)
     tables = read_episode_tables(directory)
     print(f"episode {args.episode} ({directory})")
@@ -63,12 +93,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(frame.head(args.rows).to_string())
     print("\n== prompt\n" + (directory / PROMPT_FILE).read_text(encoding="utf-8"))
     if args.plot:
-        print(f"plot: {plot_kpi(args.dataset, args.episode, args.plot)}")
+        try:
+            print(f"plot: {plot_kpi(args.dataset, args.episode, args.plot)}")
+        except NotImplementedError as exc:  # a domain without an alerted KPI
+            raise CausalTraceError(f"--plot is not available here: {exc}") from None
     if args.show_label:
-        print(
-            "\n== label (secret)\n"
-            + json.dumps(load_labels(args.dataset)[args.episode], indent=2, sort_keys=True)
-        )
+        label = load_labels(args.dataset).get(args.episode)
+        if label is None:
+            raise CausalTraceError(f"dataset {args.dataset} has no label for {args.episode!r}")
+        print("\n== label (secret)\n" + json.dumps(label, indent=2, sort_keys=True))
     return 0
 
 

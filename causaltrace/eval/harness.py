@@ -13,7 +13,10 @@ is done, the metrics (labels come from the dataset, never from the agent) are wr
 Agent failures never stop a run: an exception from ``agent.run`` (or an agent that returns
 before the episode is over) ends that episode without an answer (a format error) and records
 the error. A failure of the host side (the episode's tools cannot start) writes no result, so
-the next run retries that episode.
+the next run retries that episode. An exception with a true ``abort_run`` attribute (the
+``openai`` agent's ``ServerUnavailable``: the model server cannot be reached, or refuses the
+agent's configuration) says nothing about the episode and affects them all: that episode is not
+recorded either, no further episode starts, and :attr:`EvalSummary.aborted` says why.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import numpy as np
 
 from causaltrace.errors import CausalTraceError
 from causaltrace.eval.report import SUMMARY_METRICS
-from causaltrace.storage import atomic_write_text, canonical_json, sha256_file
+from causaltrace.storage import atomic_write_text, canonical_json, json_load, sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +127,7 @@ def append_record(path: Path, record: Mapping[str, Any]) -> None:
 def dataset_info(source) -> dict[str, Any]:
     """What identifies the dataset: name, split, the manifest's sha256 (not its seed)."""
     manifest_path = Path(source.root) / "manifest.json"
-    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    manifest = json_load(manifest_path)
     return {
         "root": str(Path(source.root).resolve()),
         "name": manifest.get("name"),
@@ -191,6 +194,7 @@ class EvalSummary:
     ran: int = 0
     resumed: int = 0
     failed: dict[str, str] = field(default_factory=dict)  # host-side failures (not recorded)
+    aborted: str | None = None  # why the run stopped early (e.g. the model server is down)
 
     @property
     def summary_path(self) -> Path:
@@ -241,7 +245,7 @@ async def evaluate(
     info = run_info(agent, source, seed, env_config, tool_schemas_for(source.answer_space))
     run_path = out / RUN_FILE
     if run_path.exists():
-        _check_resume(json.loads(run_path.read_text(encoding="utf-8")), info)
+        _check_resume(json_load(run_path), info)
     atomic_write_text(run_path, canonical_json(info))
     _repair_tail(results_path)
     done = read_results(results_path)
@@ -254,9 +258,13 @@ async def evaluate(
     bar = _progress(len(selection), resumed, f"{name} on {info['dataset']['name']}", progress)
     _show_progress(bar, scores)
     semaphore = asyncio.Semaphore(concurrency)
+    abort: dict[str, str] = {}
 
     async def one(episode: str) -> None:
         async with semaphore:
+            if abort:  # the run is stopping: do not start this episode
+                failed[episode] = f"not started: {abort['reason']}"
+                return
             record = await _run_episode(
                 agent,
                 name,
@@ -269,6 +277,7 @@ async def evaluate(
                 episode_timeout,
                 failed,
                 DiagnosisSession,
+                abort,
             )
         if record is not None:
             append_record(results_path, record)
@@ -289,12 +298,18 @@ async def evaluate(
     metrics = write_reports(out, source, records, info, n_boot=n_boot, failed=failed)
     if failed:
         log.error(
-            "%d episode(s) could not start and were not recorded (re-run to retry): %s",
+            "%d episode(s) were not run to the end and not recorded (re-run to retry): %s",
             len(failed),
             ", ".join(sorted(failed)),
         )
     return EvalSummary(
-        out, records, metrics, ran=len(todo) - len(failed), resumed=resumed, failed=failed
+        out,
+        records,
+        metrics,
+        ran=len(todo) - len(failed),
+        resumed=resumed,
+        failed=failed,
+        aborted=abort.get("reason"),
     )
 
 
@@ -344,8 +359,11 @@ async def _run_episode(
     episode_timeout,
     failed,
     session_cls,
+    abort: dict[str, str] | None = None,
 ) -> dict[str, Any] | None:
     from causaltrace.agents.base import end_episode
+
+    abort = {} if abort is None else abort
 
     rng = episode_rng(seed, episode)
     started = time.perf_counter()
@@ -364,6 +382,11 @@ async def _run_episode(
         except TimeoutError:
             error = f"the episode timed out after {episode_timeout} s"
         except Exception as exc:
+            if getattr(exc, "abort_run", False):  # not this episode's fault: stop the run
+                log.error("episode %s: %s; stopping the run", episode, exc)
+                abort.setdefault("reason", str(exc))
+                failed[episode] = str(exc)
+                return None
             log.warning("episode %s: the agent failed: %r", episode, exc, exc_info=True)
             error = f"{type(exc).__name__}: {exc}"
         if not session.done:
@@ -453,7 +476,7 @@ def write_reports(
 
     out = Path(out_dir)
     if info is None:
-        info = json.loads((out / RUN_FILE).read_text(encoding="utf-8"))
+        info = json_load(out / RUN_FILE)
     space = source.answer_space
     labels = {r["episode_id"]: source.label(r["episode_id"]) for r in records}
     outcomes = [outcome_of(r, labels[r["episode_id"]], space) for r in records]
@@ -491,7 +514,7 @@ def rebuild_reports(out_dir: str | os.PathLike, source=None, *, n_boot: int = 10
     from causaltrace.env.source import DatasetSource
 
     out = Path(out_dir)
-    info = json.loads((out / RUN_FILE).read_text(encoding="utf-8"))
+    info = json_load(out / RUN_FILE)
     if source is None:
         source = DatasetSource(info["dataset"]["root"])
     order = {ep: i for i, ep in enumerate(source.episode_ids)}
@@ -508,7 +531,10 @@ def _counts(records: Sequence[Mapping[str, Any]], failed: Mapping[str, str]) -> 
         "episodes": n,
         "errors": sum(bool(r.get("error")) for r in records),
         "no_answer": sum(not r.get("answer") for r in records),
-        "truncated": sum(r.get("reason") not in (None, "submitted") for r in records),
+        # Cut off by a budget: ended without an answer, and not by an error.
+        "truncated": sum(
+            r.get("reason") not in (None, "submitted") and not r.get("error") for r in records
+        ),
         "not_started": len(failed),
         "mean_score": float(np.mean([r.get("score") or 0.0 for r in records])) if n else None,
         "mean_seconds": float(np.mean([r.get("seconds") or 0.0 for r in records])) if n else None,

@@ -39,6 +39,11 @@ _SIGNAL_HINTS = {
     "SIGXCPU": ": the CPU time limit of the Python process was reached",
     "SIGXFSZ": ": the file size limit was reached",
     "SIGSEGV": ": it crashed",
+    "SIGSYS": ": it made a system call the sandbox forbids",
+}
+# python_worker.EXIT_STRAY_THREADS: the worker could not stop threads a call left running.
+_EXIT_HINTS = {
+    86: ": the code left threads running that could not be stopped (threads do not outlive a call)",
 }
 
 
@@ -173,7 +178,7 @@ class WorkerProcess:
             name = ""
         if name:
             return f"killed by {name}" + _SIGNAL_HINTS.get(name, "")
-        return f"it exited with status {code}"
+        return f"it exited with status {code}" + _EXIT_HINTS.get(code, "")
 
     async def request(self, message: dict[str, Any], timeout: float | None) -> dict[str, Any]:
         """Send one request and wait for its answer; raise WorkerDied or TimeoutError."""
@@ -221,10 +226,17 @@ class WorkerProcess:
         return total
 
     async def close(self) -> None:
-        """Kill the sandbox (its PID namespace dies with it) and delete the slot."""
+        """Kill the sandbox and delete the slot.
+
+        Every process of the sandbox is killed from the host, not only the launcher: the worker
+        is its PID namespace's init (bwrap ``--as-pid-1``), and killing the launcher alone left
+        the namespace alive with agent code still running in it (seen with a timed-out busy
+        loop). Killing the init takes the whole namespace down.
+        """
         if self.proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.proc.kill()
+            for pid in reversed(self.pids()):  # the deepest first, the launcher last
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
         if self.proc.stdin is not None:
             self.proc.stdin.close()
         # Wait for the exit and for both output pipes to reach end of file, so that asyncio

@@ -9,6 +9,15 @@ Lifecycle: start, apply resource limits, import the data packages, answer ``{"op
 (the worker is now *warm*), then receive exactly one ``load`` (the episode's files are in the
 data directory), then any number of ``exec``. A second ``load`` is refused: a worker serves one
 episode and is then discarded.
+
+Process layout inside a sandbox (where this script starts as PID 1 of the sandbox's PID
+namespace): PID 1 stays a small *supervisor* that never runs agent code; it forks the REPL, reaps
+orphans and, when the REPL dies, ends the sandbox with the REPL's status (128 + N for a signal).
+After every call the REPL kills every other process of the sandbox (``kill(-1)`` spares PID 1
+and the caller). If the call left a thread running (agent code or a library started one), the
+REPL forks a successor, which has the whole namespace but only the forking thread; the successor
+announces itself to the supervisor and kills the old REPL with its threads. Threads and
+processes started by agent code therefore never outlive the call that started them.
 """
 
 from __future__ import annotations
@@ -29,25 +38,34 @@ import time
 import traceback
 
 _HEADER = struct.Struct(">I")
+_PID = struct.Struct("=i")
 _MAX_REQUEST = 64 * 1024 * 1024
 _MAIN_PID = os.getpid()
+# Exit status of a REPL that could not stop the threads a call left running (no successor could
+# be forked, e.g. at the process limit); the host reports it to the agent.
+EXIT_STRAY_THREADS = 86
+# The worker's own references, taken before any agent code runs: agent code that replaces
+# ``json.dumps`` or ``os.write`` breaks only its own namespace, not the protocol.
+_dumps, _loads = json.dumps, json.loads
+_read, _write, _close, _dup, _dup2 = os.read, os.write, os.close, os.dup, os.dup2
+_forking = False  # true while the REPL forks its own successor (the channel stays open then)
 
 
 class _Channel:
     """The protocol pipes, moved off fds 0/1 so that agent output cannot corrupt them."""
 
     def __init__(self) -> None:
-        self.rfd = os.dup(0)  # os.dup makes non-inheritable fds: subprocesses do not get them
-        self.wfd = os.dup(1)
+        self.rfd = _dup(0)  # os.dup makes non-inheritable fds: subprocesses do not get them
+        self.wfd = _dup(1)
         devnull = os.open(os.devnull, os.O_RDWR)
-        os.dup2(devnull, 0)
-        os.dup2(devnull, 1)
-        os.close(devnull)
+        _dup2(devnull, 0)
+        _dup2(devnull, 1)
+        _close(devnull)
 
     def _read_exact(self, n: int) -> bytes:
         chunks = []
         while n:
-            chunk = os.read(self.rfd, n)
+            chunk = _read(self.rfd, n)
             if not chunk:
                 raise EOFError
             chunks.append(chunk)
@@ -58,18 +76,22 @@ class _Channel:
         (size,) = _HEADER.unpack(self._read_exact(_HEADER.size))
         if size > _MAX_REQUEST:
             raise EOFError
-        return json.loads(self._read_exact(size))
+        return _loads(self._read_exact(size))
 
     def send(self, message: dict) -> None:
-        data = json.dumps(message).encode()
+        data = _dumps(message).encode()
         view = memoryview(_HEADER.pack(len(data)) + data)
         while view:
-            view = view[os.write(self.wfd, view) :]
+            view = view[_write(self.wfd, view) :]
 
     def close(self) -> None:
         for fd in (self.rfd, self.wfd):
             with contextlib.suppress(OSError):
-                os.close(fd)
+                _close(fd)
+
+    def close_in_forked_child(self) -> None:
+        if not _forking:  # a fork of agent code: it must not reach the protocol pipes
+            self.close()
 
 
 class _CappedText:
@@ -125,6 +147,8 @@ def _apply_limits(limits: dict, sandboxed: bool) -> None:
     # RLIMIT_DATA (private writable memory: heap, anonymous mappings, thread stacks) is the
     # memory limit proper: allocations past it fail with MemoryError. RLIMIT_AS is only a
     # backstop, looser by 4 GiB, because DuckDB's allocator reserves address space it never uses.
+    # Shared memory that these limits would not count (memfd, System V segments) cannot be
+    # created in a sandbox at all (its seccomp filter, see sandbox.py).
     cap(resource.RLIMIT_DATA, limits["memory_bytes"])
     cap(resource.RLIMIT_AS, limits["memory_bytes"] + 4 * 1024**3)
     cap(resource.RLIMIT_CPU, limits["cpu_seconds"])
@@ -152,17 +176,72 @@ def _trim_heap() -> None:
         ctypes.CDLL(None).malloc_trim(0)
 
 
+def _tasks() -> frozenset[str]:
+    """Thread ids of this process (every thread, Python's or a library's)."""
+    try:
+        return frozenset(os.listdir("/proc/self/task"))
+    except OSError:
+        return frozenset()
+
+
+def _exit_code(status: int) -> int:
+    """A wait status as the exit code a shell would show (128 + N for signal N)."""
+    code = os.waitstatus_to_exitcode(status)
+    return 128 - code if code < 0 else code
+
+
+def _supervise(repl: int, succession: int) -> None:
+    """PID 1 of the sandbox: reap every orphan; when the REPL dies, end the sandbox.
+
+    A REPL that sheds its threads forks a successor, which writes its PID to ``succession``
+    before it kills its predecessor; the successor then is the REPL. When the REPL dies without
+    a successor (a crash, ``os._exit``, the OOM killer), this process exits with the REPL's
+    status, which ends the PID namespace and so every process left in it.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # PID 1: signals without a handler are ignored
+    os.set_blocking(succession, False)
+    pending = b""
+    while True:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            os._exit(1)
+        except InterruptedError:
+            continue
+        if pid != repl:
+            continue  # an orphan (or the old REPL after a hand-over): reaped, nothing to do
+        successor = 0
+        with contextlib.suppress(OSError, TypeError):
+            while chunk := os.read(succession, 4096):
+                pending += chunk
+        while len(pending) >= _PID.size:
+            (successor,) = _PID.unpack(pending[: _PID.size])
+            pending = pending[_PID.size :]
+        if successor > 1:
+            try:
+                if os.waitpid(successor, os.WNOHANG) == (0, 0):  # alive, and our child now
+                    repl = successor
+                    continue
+            except ChildProcessError:
+                pass
+        os._exit(_exit_code(status))
+
+
 class Worker:
     """The REPL state of one episode."""
 
-    def __init__(self, config: dict) -> None:
+    def __init__(self, config: dict, succession: int | None = None) -> None:
         self.config = config
         self.max_chars = int(config["max_output_chars"])
         self.data_dir = config["data_dir"]
         self.sandboxed = bool(config["sandboxed"])
+        # Set when a supervisor (PID 1) adopts a successor: threads can then be shed by forking.
+        self.succession = succession
         self.namespace: dict | None = None
         self.cell = 0
         self.fd_capture = None
+        self.builtins = dict(builtins.__dict__)
+        self.shed = 0
 
     # -- requests --------------------------------------------------------------------------
     def ready(self) -> dict:
@@ -177,12 +256,17 @@ class Worker:
             pd.DataFrame({"a": [1.0], "b": ["x"]}).to_parquet(buffer)
             buffer.seek(0)
             repr(pd.read_parquet(buffer))
+        if "duckdb" in sys.modules:
+            with contextlib.suppress(Exception):
+                _single_threaded_duckdb()
+        self.fd_capture = _capture_file()
         generator = [n for n in ("causaltrace", "domains") if importlib.util.find_spec(n)]
         return {
             "op": "ready",
             "python": sys.version.split()[0],
             "prefix": sys.prefix,
             "pid": os.getpid(),
+            "supervised": self.succession is not None,
             "generator_importable": generator,
         }
 
@@ -227,10 +311,12 @@ class Worker:
         if self.namespace is None:
             return {"ok": False, "error": "no episode loaded"}
         self.cell += 1
+        self._restore_builtins()
         out = _CappedText(self.max_chars)
         saved = sys.stdout, sys.stderr
         sys.stdout = sys.stderr = out
         fd_text, fd_size = "", 0
+        threads = _tasks()
         capture = self._fd_capture_start()
         started = time.monotonic()
         result = error = None
@@ -241,11 +327,19 @@ class Worker:
         finally:
             if os.getpid() != _MAIN_PID:  # a fork of agent code got back here: never answer
                 os._exit(0)
+            self._restore_builtins()  # first: what follows uses builtins
             sys.stdout, sys.stderr = saved
             fd_text, fd_size = self._fd_capture_end(capture)
-            self._reap()
+            self._end_call(threads)
             if time.monotonic() - started > 0.02:  # real work: give freed memory back
                 _trim_heap()
+        if self.shed:
+            print(
+                f"[{self.shed} thread(s) still running when this code ended (started by it or by "
+                "a library it used) were stopped: threads do not outlive a call]",
+                file=out,
+            )
+            self.shed = 0
         reply = {"ok": True, "stdout": out.getvalue(), "stdout_total": out.total}
         # Each piece is cut to the cap here (the host joins them and says what was cut).
         for key, text in (("fd_output", fd_text), ("result", result), ("error", error)):
@@ -271,7 +365,22 @@ class Worker:
         if value is None:
             return None
         self.namespace["_"] = value
+        self._restore_builtins()
         return repr(value)
+
+    def _restore_builtins(self) -> None:
+        """Undo what agent code deleted or replaced in ``builtins`` (additions stay).
+
+        The namespace's ``__builtins__`` is the interpreter's one module, which the worker's own
+        code uses too: ``del builtins.open`` would otherwise break the tool for the rest of the
+        episode.
+        """
+        current = builtins.__dict__
+        for name, value in self.builtins.items():
+            if current.get(name, current) is not value:
+                current[name] = value
+        if self.namespace is not None and self.namespace.get("__builtins__") is not builtins:
+            self.namespace["__builtins__"] = builtins
 
     @staticmethod
     def _format_error(exc: BaseException) -> str:
@@ -285,16 +394,16 @@ class Worker:
         return "".join(traceback.format_exception(type(exc), exc, tb)).rstrip()
 
     def _fd_capture_start(self):
-        """Point fds 1 and 2 at a fresh memfd, for output written below Python (C, children)."""
+        """Point fds 1 and 2 at the capture file, for output written below Python (C, children)."""
         try:
             if self.fd_capture is None:
-                self.fd_capture = os.memfd_create("python-tool-output", 0)
+                self.fd_capture = _capture_file()
             os.ftruncate(self.fd_capture, 0)
             os.lseek(self.fd_capture, 0, os.SEEK_SET)
-            os.dup2(self.fd_capture, 1)
-            os.dup2(self.fd_capture, 2)
+            _dup2(self.fd_capture, 1)
+            _dup2(self.fd_capture, 2)
             return self.fd_capture
-        except (OSError, AttributeError):
+        except (OSError, TypeError):
             return None
 
     def _fd_capture_end(self, fd) -> tuple[str, int]:
@@ -303,9 +412,9 @@ class Worker:
             return "", 0
         try:
             devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, 1)
-            os.dup2(devnull, 2)
-            os.close(devnull)
+            _dup2(devnull, 1)
+            _dup2(devnull, 2)
+            _close(devnull)
             size = os.fstat(fd).st_size
             data = os.pread(fd, min(size, self.max_chars * 4), 0)
             os.ftruncate(fd, 0)
@@ -313,39 +422,127 @@ class Worker:
         except OSError:
             return "", 0
 
+    def _end_call(self, threads: frozenset[str]) -> None:
+        """Stop whatever the call started: other processes always, new threads if any."""
+        if not self.sandboxed:
+            return
+        # A thread the call started, or a library thread still running agent Python code.
+        stray = len(_tasks() - threads) or len(sys._current_frames()) - 1
+        if stray and self.succession is not None:
+            self._shed_threads()
+            self.shed = stray
+        self._reap()
+
+    def _shed_threads(self) -> None:
+        """Continue in a forked copy of this process (a fork has only the calling thread).
+
+        The successor announces itself to the supervisor and returns; :meth:`_reap` then kills
+        this process with every thread the call left running. This process never returns.
+        """
+        global _MAIN_PID, _forking
+        _forking = True
+        try:
+            pid = os.fork()
+        except OSError:  # e.g. at RLIMIT_NPROC: the threads cannot be stopped, so stop all
+            os._exit(EXIT_STRAY_THREADS)
+        finally:
+            _forking = False
+        if pid == 0:
+            _MAIN_PID = os.getpid()
+            try:
+                _write(self.succession, _PID.pack(_MAIN_PID))
+            except OSError:
+                os._exit(EXIT_STRAY_THREADS)
+            return
+        while True:  # the successor kills this process (and its threads) in _reap
+            time.sleep(60)
+
     def _reap(self) -> None:
         """Kill every other process of the sandbox: nothing agent code starts outlives a call.
 
-        Only inside a sandbox, where this process has its own PID namespace (kill(-1) then
-        reaches only the sandbox); never in unsandboxed mode.
+        Only inside a sandbox, where this process has its own PID namespace (``kill(-1)`` then
+        reaches only the sandbox, and never its PID 1); never in unsandboxed mode.
         """
-        if not self.sandboxed:
-            return
         try:
             os.kill(-1, signal.SIGKILL)
         except OSError:
             return  # nothing else runs in the sandbox
-        # Collect the killed children (and, where this process is PID 1, the orphans too) so that
-        # they stop counting against RLIMIT_NPROC. Killed processes exit promptly; do not wait
-        # for long on one stuck in the kernel.
+        # Wait until the killed processes are gone (this process collects its own children, the
+        # supervisor the orphans) so that they stop counting against RLIMIT_NPROC. Killed
+        # processes exit promptly; do not wait for long on one stuck in the kernel.
+        me = os.getpid()
         deadline = time.monotonic() + 2.0
         while time.monotonic() < deadline:
+            with contextlib.suppress(ChildProcessError):
+                while os.waitpid(-1, os.WNOHANG)[0]:
+                    pass
             try:
-                pid, _ = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                time.sleep(0.005)
+                others = [p for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, me)]
+            except OSError:
+                return
+            if not others:
+                return
+            time.sleep(0.002)
+
+
+def _capture_file() -> int | None:
+    """An unnamed file for output written to fds 1 and 2: in the sandbox's private ``/tmp``
+    (bounded by its size; memfds are not available in a sandbox), else a memfd."""
+    with contextlib.suppress(OSError, AttributeError):
+        return os.open(os.environ.get("TMPDIR", "/tmp"), os.O_TMPFILE | os.O_RDWR, 0o600)
+    with contextlib.suppress(OSError, AttributeError):
+        return os.memfd_create("python-tool-output", 0)
+    return None
+
+
+def _single_threaded_duckdb() -> None:
+    """DuckDB databases opened by agent code run without threads of their own by default.
+
+    A DuckDB database otherwise starts worker and I/O threads when it opens; threads that a
+    call leaves behind are shed after it (see the module docstring), and a database whose
+    threads were shed crashes when it is closed. Agent code may still ask for threads
+    (``config={"threads": 4}``); they are then stopped after the call.
+    """
+    import duckdb
+
+    default = duckdb.default_connection()
+    known = {row[0] for row in default.execute("SELECT name FROM duckdb_settings()").fetchall()}
+    settings = {k: v for k, v in (("threads", 1), ("async_threads", 0)) if k in known}
+    for key, value in settings.items():
+        default.execute(f"SET {key} = {value}")  # the connection behind duckdb.sql()
+    connect = duckdb.connect
+
+    def connect_without_threads(database=":memory:", read_only=False, config=None, **kwargs):
+        config = dict(config or {})
+        for key, value in settings.items():
+            config.setdefault(key, value)
+        return connect(database, read_only, config, **kwargs)
+
+    connect_without_threads.__doc__ = connect.__doc__
+    duckdb.connect = connect_without_threads
 
 
 def main() -> None:
+    global _MAIN_PID
     config = json.loads(sys.argv[1])
     for path in config["site"]:
         sys.path.append(path)
-    _apply_limits(config["limits"], bool(config["sandboxed"]))
+    sandboxed = bool(config["sandboxed"])
+    _apply_limits(config["limits"], sandboxed)
     channel = _Channel()
-    os.register_at_fork(after_in_child=channel.close)
-    worker = Worker(config)
+    succession = None
+    if sandboxed and os.getpid() == 1:
+        # PID 1 of the sandbox: become the supervisor, and run the REPL in a child.
+        read_end, succession = os.pipe()
+        repl = os.fork()
+        if repl:
+            channel.close()
+            _close(succession)
+            _supervise(repl, read_end)
+        _close(read_end)
+        _MAIN_PID = os.getpid()
+    os.register_at_fork(after_in_child=channel.close_in_forked_child)
+    worker = Worker(config, succession)
     try:
         channel.send(worker.ready())
     except Exception as exc:  # an import failed: tell the host, which reports it

@@ -9,12 +9,19 @@ both cases the worker sees:
   links), the interpreter with its standard library, the allowed data packages
   (pandas, numpy, scipy, duckdb, pyarrow and their dependencies) under ``/opt/causaltrace/site``,
   the worker script, and the episode's visible files at ``/episode`` (its working directory);
-* no site-packages directory of the host (each is masked by an empty tmpfs), hence neither
-  ``causaltrace`` nor ``domains``, nor any other installed package; no ``/home``, ``/root``,
-  ``/work``, host ``/tmp`` or ``/etc`` (so no labels, manifests, seeds or other episodes);
+* no package directory of the host (each that a bind would show is masked by an empty tmpfs:
+  the interpreter's, its base's when it runs in a venv, the user's, and every
+  ``site-packages``/``dist-packages`` directory under ``/usr``), hence neither ``causaltrace``
+  nor ``domains``, nor any other installed package; no ``/home``, ``/root``, ``/work``, host
+  ``/tmp`` or ``/etc`` (so no labels, manifests, seeds or other episodes);
 * a private ``/proc`` (its own processes only), a minimal ``/dev``, a small private ``/tmp``;
 * no network (a new network namespace with only loopback), its own IPC, UTS and PID namespaces;
 * an empty environment apart from a few fixed variables;
+* a seccomp filter (:func:`seccomp_filter`) refusing what would reach past the sandbox or
+  outlive it: kernel keyrings, file locks and notifications on shared files, memfds and System V
+  IPC, new namespaces and mounts, ``ptrace``, ``bpf``, ``io_uring`` and the like;
+* the worker as PID 1 of its PID namespace (bwrap ``--as-pid-1``), where it supervises the REPL
+  (see ``python_worker.py``);
 * no privileges: as root, the worker drops to a random unprivileged uid (``setpriv``) so that
   ``RLIMIT_NPROC`` applies and counts this sandbox only; as a normal user, bwrap uses an
   unprivileged user namespace (``--disable-userns`` forbids nesting another one).
@@ -33,11 +40,13 @@ import importlib.util
 import json
 import logging
 import os
+import platform
 import random
 import re
 import shlex
 import shutil
 import site
+import struct
 import subprocess
 import sys
 import sysconfig
@@ -131,11 +140,14 @@ def _discover_runtime(packages: tuple[str, ...]) -> PythonRuntime:
             visible.append(path)
     host_site = _site_dirs()
     masks = set(host_site)
-    for pattern in ("/usr/lib/python3*", "/usr/local/lib/python3*"):
-        for base in Path("/").glob(pattern.lstrip("/")):
-            for name in ("site-packages", "dist-packages"):
-                if (base / name).is_dir():
-                    masks.add(os.path.realpath(base / name))
+    # Third-party packages next to a standard library that is bound (a venv's base interpreter
+    # keeps its site-packages inside it), and every package directory of any Python
+    # installation under the system roots (/usr is bound whole).
+    for base in visible[1:]:
+        for name in ("site-packages", "dist-packages"):
+            if os.path.isdir(os.path.join(base, name)):
+                masks.add(os.path.realpath(os.path.join(base, name)))
+    masks.update(_package_dirs_under(SYSTEM_ROOTS))
     masks.update(_generator_roots())
     units = _distribution_units(packages)
     return PythonRuntime(
@@ -147,8 +159,36 @@ def _discover_runtime(packages: tuple[str, ...]) -> PythonRuntime:
     )
 
 
+PACKAGE_DIR_NAMES = frozenset({"site-packages", "dist-packages"})
+
+
+def _package_dirs_under(roots: tuple[str, ...]) -> set[str]:
+    """Every Python package directory below ``roots`` (``site-packages``, ``dist-packages``, of
+    the system Python, of /usr/local, of a Python bundled with some tool, of a venv), and every
+    copy of the generator's packages there (a ``causaltrace`` or ``domains`` directory with an
+    ``__init__.py``). One walk, at most a second, once per process."""
+    found: set[str] = set()
+    for root in roots:
+        if os.path.islink(root) or not os.path.isdir(root):
+            continue
+        for top, dirs, _files in os.walk(root, onerror=lambda error: None):
+            keep = []
+            for name in dirs:
+                path = os.path.join(top, name)
+                if name in PACKAGE_DIR_NAMES or (
+                    name in FORBIDDEN_PACKAGES and os.path.isfile(os.path.join(path, "__init__.py"))
+                ):
+                    found.add(os.path.realpath(path))
+                else:
+                    keep.append(name)
+            dirs[:] = keep
+    return found
+
+
 def _site_dirs() -> list[str]:
-    dirs = list(site.getsitepackages())
+    """Package directories of this interpreter: its own, its base's (in a venv), the user's."""
+    prefixes = {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix}
+    dirs = list(site.getsitepackages(sorted(prefixes)))
     with contextlib.suppress(AttributeError, OSError):
         dirs.append(site.getusersitepackages())
     paths = sysconfig.get_paths()
@@ -246,6 +286,151 @@ def _parents(paths: list[str]) -> list[str]:
 
 def _under(path: str, roots: list[str]) -> bool:
     return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+# -- seccomp -----------------------------------------------------------------------------------
+# System calls a sandbox may not make, by name: (x86_64 number, aarch64 number, what they return).
+# Kernel objects that would outlive a call or be shared between sandboxes, memory that rlimits do
+# not count, new namespaces, and interfaces with a large kernel attack surface.
+_EPERM, _ENOSYS, _ENOLCK, _OK = 1, 38, 37, 0
+_DENIED_SYSCALLS: dict[str, tuple[int | None, int | None, int]] = {
+    # kernel keyrings: a key made world-readable is visible from every sandbox, and outlives it
+    "add_key": (248, 217, _EPERM),
+    "request_key": (249, 218, _EPERM),
+    "keyctl": (250, 219, _EPERM),
+    # shared memory that RLIMIT_DATA does not count; System V IPC objects
+    "memfd_create": (319, 279, _EPERM),
+    "memfd_secret": (447, 447, _EPERM),
+    "shmget": (29, 194, _EPERM),
+    "shmat": (30, 196, _EPERM),
+    "shmctl": (31, 195, _EPERM),
+    "shmdt": (67, 197, _EPERM),
+    "semget": (64, 190, _EPERM),
+    "semop": (65, 193, _EPERM),
+    "semctl": (66, 191, _EPERM),
+    "semtimedop": (220, 192, _EPERM),
+    "msgget": (68, 186, _EPERM),
+    "msgsnd": (69, 189, _EPERM),
+    "msgrcv": (70, 188, _EPERM),
+    "msgctl": (71, 187, _EPERM),
+    "mq_open": (240, 180, _EPERM),
+    # file locks and file-change notifications are seen by every process that opens the same
+    # file: sandboxes share /usr, the interpreter, the packages and (hard-linked) episode files.
+    # Taking a lock succeeds without doing anything: a lock inside one sandbox protects nothing
+    # anyway, and programs that lock their own files (a DuckDB or SQLite database) still work.
+    "flock": (73, 32, _OK),
+    "inotify_init": (253, None, _EPERM),
+    "inotify_init1": (294, 26, _EPERM),
+    "inotify_add_watch": (254, 27, _EPERM),
+    "fanotify_init": (300, 262, _EPERM),
+    # new namespaces (nested user namespaces widen the kernel's attack surface) and mounts
+    "unshare": (272, 97, _EPERM),
+    "setns": (308, 268, _EPERM),
+    "clone3": (435, 435, _ENOSYS),  # its flags are out of a filter's reach; libc falls back
+    "mount": (165, 40, _EPERM),
+    "umount2": (166, 39, _EPERM),
+    "pivot_root": (155, 41, _EPERM),
+    "open_tree": (428, 428, _EPERM),
+    "move_mount": (429, 429, _EPERM),
+    "fsopen": (430, 430, _EPERM),
+    "fsconfig": (431, 431, _EPERM),
+    "fsmount": (432, 432, _EPERM),
+    "fspick": (433, 433, _EPERM),
+    "mount_setattr": (442, 442, _EPERM),
+    "open_by_handle_at": (304, 265, _EPERM),
+    # other processes' memory, and large kernel interfaces no data code needs
+    "ptrace": (101, 117, _EPERM),
+    "process_vm_readv": (310, 270, _EPERM),
+    "process_vm_writev": (311, 271, _EPERM),
+    "pidfd_getfd": (438, 438, _EPERM),
+    "userfaultfd": (323, 282, _EPERM),
+    "perf_event_open": (298, 241, _EPERM),
+    "bpf": (321, 280, _EPERM),
+    "io_uring_setup": (425, 425, _ENOSYS),
+    "io_uring_enter": (426, 426, _ENOSYS),
+    "io_uring_register": (427, 427, _ENOSYS),
+}
+_FCNTL = (72, 25)
+_CLONE = (56, 220)
+# fcntl commands: record locks (F_SETLK, F_SETLKW, F_OFD_SETLK, F_OFD_SETLKW) succeed without
+# doing anything, like flock; asking for another process's lock (F_GETLK, F_OFD_GETLK) fails;
+# leases and directory notifications (F_SETLEASE, F_GETLEASE, F_NOTIFY) are refused.
+_FCNTL_COMMANDS = {6: _OK, 7: _OK, 37: _OK, 38: _OK, 5: _ENOLCK, 36: _ENOLCK}
+_FCNTL_COMMANDS.update({1024: _EPERM, 1025: _EPERM, 1026: _EPERM})
+_CLONE_NEW_NAMESPACES = (
+    0x7E020080  # CLONE_NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET|NEWTIME
+)
+_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+_X32_SYSCALL_BIT = 0x40000000
+
+
+def seccomp_filter(machine: str | None = None) -> bytes | None:
+    """The sandbox's seccomp program (classic BPF, ``struct sock_filter[]``), or None where
+    this architecture is not supported (x86_64 and aarch64 are).
+
+    Every system call is allowed except those of ``_DENIED_SYSCALLS``, the lock, lease and
+    notification commands of ``fcntl`` and ``clone`` with a namespace flag; a system call of
+    another ABI (i386 or x32 on x86_64) kills the process.
+    """
+    machine = machine or platform.machine()
+    if machine not in _AUDIT_ARCH:
+        _warn_once(
+            f"causaltrace.tools: no seccomp filter for {machine}: kernel keyrings, file locks, "
+            "shared memory and nested namespaces stay reachable from sandboxes (see the threat "
+            "model in docs/tools.md)"
+        )
+        return None
+    column = 0 if machine == "x86_64" else 1
+    ld, jeq, jge, jset, ret = 0x20, 0x15, 0x35, 0x45, 0x06
+    allow, errno, kill = 0x7FFF0000, 0x00050000, 0x80000000
+    program: list[tuple[int, int, int, int]] = []
+
+    def op(code: int, k: int, jt: int = 0, jf: int = 0) -> None:
+        program.append((code, jt, jf, k))
+
+    op(ld, 4)  # seccomp_data.arch
+    op(jeq, _AUDIT_ARCH[machine], 1, 0)
+    op(ret, kill)
+    op(ld, 0)  # seccomp_data.nr
+    if machine == "x86_64":
+        op(jge, _X32_SYSCALL_BIT, 0, 1)
+        op(ret, kill)
+    for numbers in _DENIED_SYSCALLS.values():
+        if numbers[column] is not None:
+            op(jeq, numbers[column], 0, 1)
+            op(ret, errno | numbers[2])
+    op(jeq, _FCNTL[column], 0, 2 + 2 * len(_FCNTL_COMMANDS))
+    op(ld, 24)  # low half of args[1]: the fcntl command
+    for command, result in _FCNTL_COMMANDS.items():
+        op(jeq, command, 0, 1)
+        op(ret, errno | result)
+    op(ret, allow)
+    op(jeq, _CLONE[column], 0, 4)
+    op(ld, 16)  # low half of args[0]: the clone flags
+    op(jset, _CLONE_NEW_NAMESPACES, 0, 1)
+    op(ret, errno | _EPERM)
+    op(ret, allow)
+    op(ret, allow)
+    return b"".join(struct.pack("<HBBI", *instruction) for instruction in program)
+
+
+@functools.cache
+def _warn_once(message: str) -> None:
+    log.warning(message)
+
+
+# Installs the filter given (hex) as argv[1], then execs argv[2:]: the unshare launcher's way to
+# apply the filter (bwrap has --seccomp). Runs as ``python -I -S -c``; no_new_privs is set.
+SECCOMP_LOADER = """
+import ctypes, os, sys
+code = bytes.fromhex(sys.argv[1])
+class Prog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.prctl(38, 1, 0, 0, 0) or libc.prctl(22, 2, ctypes.byref(Prog(len(code) // 8, code)), 0, 0):
+    sys.exit("cannot install the seccomp filter: " + os.strerror(ctypes.get_errno()))
+os.execv(sys.argv[2], sys.argv[2:])
+"""
 
 
 @dataclass(frozen=True)
@@ -375,6 +560,8 @@ class BwrapLauncher(Launcher):
         if bwrap is None:
             raise SandboxUnavailableError("bwrap (bubblewrap) is not installed")
         self.bwrap = bwrap
+        self.as_pid_1 = "--as-pid-1" in _bwrap_help(bwrap)
+        self.seccomp = seccomp_filter()
 
     def spec(self, slot: Path, program: list[str] | None = None) -> LaunchSpec:
         rt = self.runtime
@@ -386,6 +573,11 @@ class BwrapLauncher(Launcher):
         else:
             args += ["--unshare-all", "--unshare-user", "--disable-userns"]
         args += ["--hostname", "sandbox"]
+        if self.as_pid_1:  # the worker is PID 1 and supervises its REPL (python_worker.py)
+            args += ["--as-pid-1"]
+        size = str(self.config.tmp_bytes)
+        # The private /tmp first: an interpreter that lives under the host's /tmp is bound into it.
+        args += ["--perms", "1777", "--size", size, "--tmpfs", "/tmp"]
         visible_roots = []
         for root in SYSTEM_ROOTS:
             if os.path.islink(root):
@@ -398,7 +590,8 @@ class BwrapLauncher(Launcher):
         # bwrap gives the parents it creates the host's modes (/root is 0700): open them up so
         # the unprivileged sandbox uid can reach what is bound below them.
         for parent in _parents([*binds, SANDBOX_WORKER, SANDBOX_SITE + "/x"]):
-            args += ["--perms", "0755", "--dir", parent]
+            if parent != "/tmp":
+                args += ["--perms", "0755", "--dir", parent]
         for path in binds:
             args += ["--ro-bind", path, path]
         visible_roots += list(rt.visible)
@@ -410,20 +603,36 @@ class BwrapLauncher(Launcher):
         args += ["--ro-bind", str(WORKER_SCRIPT), SANDBOX_WORKER]
         args += ["--ro-bind", str(slot / "episode"), SANDBOX_DATA]
         args += ["--proc", "/proc", "--dev", "/dev"]
-        size = str(self.config.tmp_bytes)
-        args += ["--perms", "1777", "--size", size, "--tmpfs", "/tmp"]
         args += ["--perms", "1777", "--size", size, "--tmpfs", "/dev/shm"]
         args += ["--remount-ro", "/", "--chdir", SANDBOX_DATA, "--clearenv"]
         for key, value in SANDBOX_ENV.items():
             args += ["--setenv", key, value]
         command = [*self.drop_privileges(), *self.python_argv(slot, program)]
+        fds = []
+        if self.seccomp is not None:
+            fds.append(_memfd("bwrap-seccomp", self.seccomp))
+            args += ["--seccomp", str(fds[-1])]
         # Hand the options over through a memfd (--args) so that the sandbox's /proc/1/cmdline
         # shows no host path (the slot directory, the worker script's location).
-        fd = os.memfd_create("bwrap-args", os.MFD_CLOEXEC)
-        os.write(fd, b"".join(a.encode() + b"\0" for a in args[1:]))
-        os.lseek(fd, 0, os.SEEK_SET)
-        argv = (self.bwrap, "--args", str(fd), "--", *command)
-        return LaunchSpec(argv, dict(LAUNCHER_ENV), sandboxed=True, pass_fds=(fd,))
+        fds.append(_memfd("bwrap-args", b"".join(a.encode() + b"\0" for a in args[1:])))
+        argv = (self.bwrap, "--args", str(fds[-1]), "--", *command)
+        return LaunchSpec(argv, dict(LAUNCHER_ENV), sandboxed=True, pass_fds=tuple(fds))
+
+
+def _memfd(name: str, data: bytes) -> int:
+    fd = os.memfd_create(name, os.MFD_CLOEXEC)
+    os.write(fd, data)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+@functools.cache
+def _bwrap_help(bwrap: str) -> str:
+    try:
+        done = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return done.stdout + done.stderr
 
 
 class UnshareLauncher(Launcher):
@@ -445,6 +654,7 @@ class UnshareLauncher(Launcher):
         if missing:
             raise SandboxUnavailableError(f"unshare fallback needs {missing} (util-linux)")
         self.tools = tools
+        self.seccomp = seccomp_filter()
 
     def spec(self, slot: Path, program: list[str] | None = None) -> LaunchSpec:
         rt = self.runtime
@@ -460,6 +670,9 @@ class UnshareLauncher(Launcher):
             ' : > "$R$2"; fi; mount --bind "$1" "$R$2";'
             ' mount -o remount,bind,ro,nosuid,nodev "$R$2" 2>/dev/null ||'
             ' mount -o remount,bind,ro,nosuid,nodev,noexec "$R$2"; }',
+            # The private /tmp first: an interpreter under the host's /tmp is bound into it.
+            'mkdir -p "$R/tmp"',
+            f'mount -t tmpfs -o mode=1777,nosuid,nodev,size={self.config.tmp_bytes} tmpfs "$R/tmp"',
         ]
         visible_roots = []
         links = []
@@ -485,7 +698,7 @@ class UnshareLauncher(Launcher):
         lines.append(f"b {q(str(slot / 'episode'))} {SANDBOX_DATA}")
         size = self.config.tmp_bytes
         lines += [
-            'mkdir -p "$R/proc" "$R/dev" "$R/tmp"',
+            'mkdir -p "$R/proc" "$R/dev"',
             'mount -t proc -o nosuid,nodev,noexec proc "$R/proc"',
             'mount -t tmpfs -o mode=0755,nosuid,size=1m tmpfs "$R/dev"',
             'for d in null zero full random urandom tty; do : > "$R/dev/$d";'
@@ -493,7 +706,6 @@ class UnshareLauncher(Launcher):
             'mkdir -p "$R/dev/shm" "$R/dev/pts"',
             f'mount -t tmpfs -o mode=1777,nosuid,nodev,size={size} tmpfs "$R/dev/shm"',
             'ln -s /proc/self/fd "$R/dev/fd"',
-            f'mount -t tmpfs -o mode=1777,nosuid,nodev,size={size} tmpfs "$R/tmp"',
             *links,
             'cd "$R"',
             "mkdir .oldroot",
@@ -502,9 +714,13 @@ class UnshareLauncher(Launcher):
             "umount -l /.oldroot",
             "rmdir /.oldroot",
             "mount -o remount,ro,bind /",
-            "echo 0 > /proc/sys/user/max_user_namespaces 2>/dev/null || true",
-            f"cd {SANDBOX_DATA}",
         ]
+        if os.geteuid() != 0:
+            # No nested user namespaces (the seccomp filter refuses them too). This sysctl
+            # belongs to the user namespace of the writer, here the one `unshare --user` just
+            # made; as root there is no new user namespace and it would be the host's: never.
+            lines.append("echo 0 > /proc/sys/user/max_user_namespaces 2>/dev/null || true")
+        lines.append(f"cd {SANDBOX_DATA}")
         env = " ".join(f"{k}={q(v)}" for k, v in SANDBOX_ENV.items())
         if os.geteuid() == 0:
             drop = self.drop_privileges()
@@ -518,7 +734,11 @@ class UnshareLauncher(Launcher):
                 "--pdeathsig=KILL",
                 "--",
             ]
-        command = [*drop, *self.python_argv(slot, program)]
+        python = self.python_argv(slot, program)
+        if self.seccomp is not None:  # setpriv has set no_new_privs: load the filter, then exec
+            loader = [python[0], "-I", "-S", "-B", "-c", SECCOMP_LOADER, self.seccomp.hex()]
+            python = [*loader, *python]
+        command = [*drop, *python]
         lines.append(f"exec /usr/bin/env -i {env} " + " ".join(q(a) for a in command))
         script = "\n".join(lines)
         args = [self.tools["unshare"], "--mount", "--pid", "--net", "--ipc", "--uts", "--fork"]

@@ -7,15 +7,16 @@ RL rollouts run many episodes concurrently in one event loop::
             print(await tools.sql("SELECT count(*) FROM orders"))
             print(await tools.python("orders.groupby('region').revenue.sum()"))
 
-Tool calls never raise for anything the agent does: bad SQL, exceptions, timeouts, a crashed
-worker all come back as text. They raise only for host-side problems (closed episode, no
+Both tools run agent input in sandboxed worker processes, one of each per episode (the
+``python`` REPL, and a DuckDB process holding the episode's read-only database), never in this
+process. Tool calls never raise for anything the agent does: bad SQL, exceptions, timeouts, a
+crashed worker all come back as text. They raise only for host-side problems (closed episode, no
 sandbox). :class:`SyncToolRuntime` and :func:`open_episode` wrap the same API for blocking code.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import json
 import os
@@ -31,19 +32,19 @@ from causaltrace.tools.config import ToolConfig, ToolError
 from causaltrace.tools.episode import EpisodeData
 from causaltrace.tools.pool import WorkerDied, WorkerPool, WorkerProcess
 from causaltrace.tools.sandbox import Launcher, select_launcher
-from causaltrace.tools.sql import SqlTool
+from causaltrace.tools.sql import SqlPool, SqlTool, sql_launcher
 
 TOOL_NAMES = ("sql", "python")
 
 
 class ToolRuntime:
-    """Process-wide state: the sandbox launcher, the warm worker pool, a thread pool for SQL."""
+    """Process-wide state: the sandbox launcher and the warm pools of Python and SQL workers."""
 
     def __init__(self, config: ToolConfig | None = None):
         self.config = config or ToolConfig()
         self.launcher: Launcher | None = None
         self.pool: WorkerPool | None = None
-        self.executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self.sql_pool: SqlPool | None = None
         self._slot_root: Path | None = None
         self._episodes: set[EpisodeTools] = set()
 
@@ -61,29 +62,31 @@ class ToolRuntime:
         self._slot_root = Path(tempfile.mkdtemp(prefix="causaltrace-tools-"))
         # If close() is never called, still remove the slots at exit (sandboxes die with us).
         self._cleanup = weakref.finalize(self, shutil.rmtree, str(self._slot_root), True)
-        self.executor = concurrent.futures.ThreadPoolExecutor(
-            self.config.host_threads, thread_name_prefix="causaltrace-sql"
-        )
         self.pool = WorkerPool(self.launcher, self.config, self._slot_root)
         self.pool.start()
+        self.sql_pool = SqlPool(
+            sql_launcher(self.launcher, self.config), self.config, self._slot_root
+        )
+        self.sql_pool.start()
         return self
 
     async def wait_warm(self, timeout: float | None = None) -> None:
-        """Wait until ``warm_workers`` sandboxes are started and idle (raises if they fail)."""
-        if self.pool is None:
+        """Wait until ``warm_workers`` Python and SQL workers are started and idle (raises if
+        they fail)."""
+        if self.pool is None or self.sql_pool is None:
             raise ToolError("ToolRuntime is not started; use 'async with ToolRuntime(...)'")
-        await self.pool.wait_warm(timeout)
+        await asyncio.gather(self.pool.wait_warm(timeout), self.sql_pool.wait_warm(timeout))
 
     async def close(self) -> None:
         for episode in list(self._episodes):
             await episode.close()
         if self.pool is not None:
             await self.pool.close()
-        if self.executor is not None:
-            self.executor.shutdown(wait=True, cancel_futures=True)
+        if self.sql_pool is not None:
+            await self.sql_pool.close()
         if self._slot_root is not None:
             self._cleanup()
-        self.pool = self.executor = self._slot_root = None
+        self.pool = self.sql_pool = self._slot_root = None
 
     async def __aenter__(self) -> ToolRuntime:
         return await self.start()
@@ -102,7 +105,7 @@ class EpisodeTools:
     """The ``sql`` and ``python`` tools of one episode.
 
     :meth:`start` only checks the episode directory and sets both tools loading in the
-    background (a warm sandbox is claimed and given the files; DuckDB loads the tables), so that
+    background (a warm Python and a warm SQL worker are claimed and given the files), so that
     loading overlaps with whatever comes before the agent's first call (its first generation).
     A tool call waits for its own tool; :meth:`ready` waits for both and raises any loading
     error. Calls of one episode run one at a time, in call order; calls of different episodes
@@ -116,9 +119,7 @@ class EpisodeTools:
         self.episode: EpisodeData | None = None
         self._sql: SqlTool | None = None
         self._worker: WorkerProcess | None = None
-        self._sql_loading: asyncio.Future[SqlTool] | None = None
         self._worker_loading: asyncio.Task[WorkerProcess] | None = None
-        self._compaction: asyncio.Future[None] | None = None
         self._sql_lock = asyncio.Lock()
         self._python_lock = asyncio.Lock()
         self._closed = False
@@ -136,23 +137,13 @@ class EpisodeTools:
         if self.episode is None:
             self.episode = EpisodeData.from_dir(self.episode_dir)
             self.runtime._episodes.add(self)
-            loop = asyncio.get_running_loop()
-            self._sql_loading = loop.run_in_executor(self.runtime.executor, self._load_sql)
-            self._worker_loading = loop.create_task(self._new_worker())
+            assert self.runtime.sql_pool is not None
+            self._sql = SqlTool(self.runtime.sql_pool, self.episode, self.config)
+            self._sql.start()
+            self._worker_loading = asyncio.get_running_loop().create_task(self._new_worker())
         if wait:
             await self.ready()
         return self
-
-    def _load_sql(self) -> SqlTool:
-        assert self.episode is not None
-        c = self.config
-        return SqlTool(
-            self.episode,
-            max_rows=c.sql_max_rows,
-            max_chars=c.sql_max_chars,
-            memory_limit=c.sql_memory_limit,
-            threads=c.sql_threads,
-        )
 
     async def ready(self) -> None:
         """Wait until both tools are loaded; raise :class:`ToolError` if one failed to load."""
@@ -163,20 +154,9 @@ class EpisodeTools:
             await self._python_worker()
 
     async def _sql_tool(self) -> SqlTool:
-        """The loaded DuckDB tool (called under the sql lock)."""
-        if self._sql is None:
-            assert self._sql_loading is not None
-            try:
-                self._sql = await asyncio.shield(self._sql_loading)
-            except ToolError:
-                raise
-            except Exception as exc:
-                raise ToolError(
-                    f"the sql tool could not load {str(self.episode_dir)!r}: {exc}"
-                ) from exc
-            if self.config.sql_compress:  # compress DuckDB's copy while the agent thinks
-                loop = asyncio.get_running_loop()
-                self._compaction = loop.run_in_executor(self.runtime.executor, self._sql.compact)
+        """The loaded SQL tool (called under the sql lock)."""
+        assert self._sql is not None
+        await self._sql.ready()
         return self._sql
 
     async def _python_worker(self) -> WorkerProcess:
@@ -202,20 +182,9 @@ class EpisodeTools:
         worker, self._worker = self._worker, None
         if worker is not None:
             await worker.close()
-        if self._sql is None and self._sql_loading is not None:
-            with contextlib.suppress(BaseException):
-                self._sql = await self._sql_loading
         sql, self._sql = self._sql, None
-        if self._compaction is not None:
-            with contextlib.suppress(BaseException):
-                await self._compaction
         if sql is not None:
-            sql.interrupt()
-            executor = self.runtime.executor
-            if executor is not None:
-                await asyncio.get_running_loop().run_in_executor(executor, sql.close)
-            else:
-                sql.close()
+            await sql.close()
         for task in list(self._tasks):
             with contextlib.suppress(BaseException):
                 await task
@@ -254,22 +223,12 @@ class EpisodeTools:
 
     # -- tools -----------------------------------------------------------------------------
     async def sql(self, query: str) -> str:
-        """Run a read-only DuckDB query; the result (or error) as text."""
+        """Run a read-only DuckDB query in the episode's SQL worker; the result (or error) as
+        text."""
         self._check_open()
-        loop = asyncio.get_running_loop()
         async with self._sql_lock:
             sql = await self._sql_tool()
-            future = loop.run_in_executor(self.runtime.executor, sql.run, query)
-            try:
-                return await asyncio.wait_for(asyncio.shield(future), self.config.sql_timeout)
-            except TimeoutError:
-                sql.interrupt()
-                with contextlib.suppress(Exception):
-                    await future
-                return (
-                    f"Error: the query was stopped after {self.config.sql_timeout:g} s (time "
-                    "limit). Aggregate earlier, filter, or avoid large joins."
-                )
+            return await sql.run(query)
 
     async def python(self, code: str) -> str:
         """Execute code in the episode's persistent namespace; its output as text."""
@@ -360,17 +319,16 @@ class EpisodeTools:
 
     # -- accounting ------------------------------------------------------------------------
     async def memory_usage(self) -> dict[str, int]:
-        """Bytes held for this episode: DuckDB's tables and the worker's PSS (after compaction)."""
+        """Bytes held for this episode: DuckDB's own account (``sql_bytes``), its database file
+        (``sql_file_bytes``, in the SQL sandbox's tmpfs), the SQL worker's PSS and the Python
+        worker's PSS."""
         await self.ready()
         sql = self._sql
         assert sql is not None
-        if self._compaction is not None:
-            await self._compaction
-        sql_bytes = await asyncio.get_running_loop().run_in_executor(
-            self.runtime.executor, sql.memory_bytes
-        )
-        worker_pss = self._worker.memory_pss() if self._worker else 0
-        return {"sql_bytes": sql_bytes, "python_pss_bytes": worker_pss}
+        async with self._sql_lock:
+            usage = await sql.memory()
+        usage["python_pss_bytes"] = self._worker.memory_pss() if self._worker else 0
+        return usage
 
 
 class SyncToolRuntime:

@@ -1,215 +1,740 @@
-"""The ``sql`` tool: read-only DuckDB over one episode's visible tables.
+"""The ``sql`` tool: read-only DuckDB over one episode's visible tables, in a sandboxed process.
 
-Each episode gets its own in-memory DuckDB database (so no episode can see another's tables).
-The Parquet files are loaded first; then the connection is closed to the outside world:
+Agent SQL never runs in the host process. Each episode gets its own worker process
+(``sql_worker.py``) holding the episode's DuckDB database, started in the same kind of sandbox
+as the ``python`` tool (bubblewrap or ``unshare``; only the ``duckdb`` distribution is visible)
+and driven over pipes. A hard limit holds whatever DuckDB does:
 
-* ``enable_external_access = false``: no file reads or writes (``read_csv``, ``read_text``,
-  ``glob``, ``COPY``, ``EXPORT``), no ``ATTACH`` of files, no extension install or load;
-* ``python_enable_replacements = false``: SQL cannot name a Python variable of the *host*
-  process (DuckDB's Python client would otherwise scan the caller's frames for DataFrames);
-* extension autoload/autoinstall and community extensions off, no spilling to a temp directory,
-  a memory limit and a thread count;
-* ``lock_configuration = true`` last, so that no ``SET``/``RESET``/``PRAGMA x=y`` can undo any
-  of the above.
+* **memory**: the worker's ``RLIMIT_DATA`` (and a looser ``RLIMIT_AS``) bound everything it
+  allocates, including what DuckDB's list functions allocate outside its own ``memory_limit``;
+  past it the query fails with an out-of-memory error, and the host's memory never grows;
+* **time**: a watchdog in the worker interrupts a query at ``sql_timeout``; a query that
+  ignores interrupts (DuckDB's list functions do) is killed with its process at the time limit
+  plus :data:`KILL_GRACE` seconds (with every process of its sandbox), and a fresh worker opens
+  the episode's database again (it is read-only, so nothing is lost); ``RLIMIT_CPU`` is a
+  backstop;
+* **isolation**: each episode has its own process, so a stuck query delays no other episode;
+  calls of one episode run one at a time.
 
-:meth:`SqlTool.compact` then compresses the tables in memory (sessions do it in the background).
-
-On top of that, statements are checked by DuckDB's own parser (``extract_statements``) and only
-query-like statement types run, which makes the database read-only for the agent. Results are
-capped in rows and characters (the agent is told when output was cut) and every error comes
-back as text.
+The episode's tables are stored in a DuckDB database file, built once by the host from the
+episode's (trusted) Parquet files and shared by every live episode with the same files (an RL
+rollout group): :class:`SqlDatabases`. The file is hard-linked into each worker's read-only data
+directory and opened **read-only**, with external access off and the configuration locked; every
+statement is checked first, recursively (see ``sql_worker.py``). Warm workers (DuckDB imported,
+no episode yet) are kept by a :class:`SqlPool`, like the Python workers; restarting a killed
+worker only opens the same file again.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import datetime as _dt
-import threading
-from collections.abc import Sequence
-from decimal import Decimal
+import dataclasses
+import hashlib
+import itertools
+import json
+import logging
+import os
+import platform
+import re
+import shutil
+import signal
+import struct
+import sys
+import time
+from collections import deque
+from pathlib import Path
 from typing import Any
 
-import duckdb
-
+from causaltrace.tools.config import MiB, SandboxError, ToolConfig, ToolError
 from causaltrace.tools.episode import EpisodeData
+from causaltrace.tools.sandbox import SANDBOX_SITE, Launcher
+from causaltrace.tools.sql_worker import TIME_LIMIT_HINT, format_value, render_table
 
-# Statement types the agent may run: reads and introspection only. SHOW/DESCRIBE/SUMMARIZE parse
-# as SELECT; PRAGMA x=y and SET parse as SET and are refused (and locked anyway).
-_ALLOWED = frozenset({"SELECT", "EXPLAIN", "PRAGMA", "CALL"})
-_MAX_CELL_CHARS = 200
+__all__ = [
+    "KEEP_BYTES",
+    "KEEP_FILES",
+    "KILL_GRACE",
+    "SqlDatabases",
+    "SqlPool",
+    "SqlProcess",
+    "SqlProcessDied",
+    "SqlTool",
+    "format_value",
+    "parse_size",
+    "render_table",
+    "sql_launcher",
+    "sql_limits",
+]
+
+log = logging.getLogger("causaltrace.tools")
+
+WORKER_SOURCE_PATH = Path(__file__).with_name("sql_worker.py")
+# Seconds a query may run past ``sql_timeout`` (when it ignores the interrupt) before its
+# process is killed.
+KILL_GRACE = 0.5
+MAX_QUERY_CHARS = 1_000_000
+_HEADER = struct.Struct(">I")
+_STDERR_TAIL = 8192
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "byte": 1,
+    "bytes": 1,
+    "kb": 1000,
+    "mb": 1000**2,
+    "gb": 1000**3,
+    "tb": 1000**4,
+    "kib": 1024,
+    "mib": 1024**2,
+    "gib": 1024**3,
+    "tib": 1024**4,
+}
+_SIZE = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*")
+_SIGNAL_HINTS = {
+    "SIGKILL": ": the kernel or the host stopped it, most likely for using too much memory",
+    "SIGXCPU": ": the CPU time limit of the SQL process was reached",
+    "SIGSEGV": ": DuckDB crashed",
+    "SIGABRT": ": DuckDB aborted",
+}
+
+
+def parse_size(text: str) -> int:
+    """Bytes of a DuckDB size such as ``"1GB"`` (10^9) or ``"512MiB"`` (2^20 units)."""
+    match = _SIZE.fullmatch(str(text))
+    unit = match.group(2).lower() if match else None
+    if match is None or unit not in _UNITS:
+        raise ToolError(
+            f"ToolConfig.sql_memory_limit must be a size such as '1GB' or '512MiB', got {text!r}"
+        )
+    return int(float(match.group(1)) * _UNITS[unit])
+
+
+def sql_limits(config: ToolConfig) -> dict[str, int]:
+    """Resource limits of each SQL worker process, derived from the tool config.
+
+    ``data_bytes`` (RLIMIT_DATA) is twice DuckDB's ``memory_limit`` (at least it plus 512 MiB):
+    the buffer pool, plus what DuckDB allocates outside it (list functions, results), plus the
+    interpreter. ``file_bytes`` is 0: the worker writes no file at all.
+    """
+    memory = parse_size(config.sql_memory_limit)
+    return {
+        "data_bytes": max(2 * memory, memory + 512 * MiB),
+        "file_bytes": 0,
+        "cpu_seconds": int(config.cpu_seconds),
+        "open_files": int(config.max_open_files),
+        "processes": 16 + int(config.sql_threads),
+    }
+
+
+def sql_launcher(launcher: Launcher, config: ToolConfig) -> Launcher:
+    """A launcher of the same kind as the Python tool's whose sandbox shows only the ``duckdb``
+    distribution (and its dependencies)."""
+    sql_config = dataclasses.replace(config, sandbox_packages=("duckdb",), preload=())
+    return type(launcher)(sql_config)
+
+
+DATABASE_FILE = "episode.duckdb"
+# Database files kept after their last episode closed, for later episodes of the same files.
+KEEP_FILES = 64
+KEEP_BYTES = 512 * MiB
+
+
+def build_database(episode: EpisodeData, target: Path, config: ToolConfig) -> None:
+    """Store the episode's tables in a DuckDB database file at ``target`` (atomically; the
+    file is world-readable and read-only). Only fixed statements run here, on the episode's own
+    Parquet files: no agent input reaches the host's DuckDB."""
+    import duckdb
+
+    tmp = target.with_name(f".{target.name}.{os.urandom(6).hex()}.tmp")
+    try:
+        con = duckdb.connect(
+            str(tmp),
+            config={"threads": config.sql_threads, "memory_limit": config.sql_memory_limit},
+        )
+        try:
+            for name, path in sorted(episode.tables.items()):
+                try:
+                    con.execute(
+                        f'CREATE TABLE "{name}" AS SELECT * FROM read_parquet(?)', [str(path)]
+                    )
+                except duckdb.Error as exc:
+                    raise ToolError(f"{path.name}: {exc}") from None
+        finally:
+            con.close()  # checkpoints: the tables are stored compressed, no WAL is left
+        os.chmod(tmp, 0o444)
+        os.replace(tmp, target)
+    finally:
+        for leftover in (tmp, Path(f"{tmp}.wal")):
+            leftover.unlink(missing_ok=True)
+
+
+class SqlDatabases:
+    """The episodes' database files, one per distinct set of Parquet files (the key: the files'
+    names, paths, inodes, sizes and modification times, and DuckDB's version).
+
+    A file is shared by the live episodes that use it (an RL rollout group) and built once. When
+    the last of them closes it is kept for later episodes of the same files (RL epochs), up to
+    :data:`KEEP_FILES` unused files and :data:`KEEP_BYTES` in all; the least recently used goes
+    first. Everything is deleted with the runtime.
+    """
+
+    def __init__(self, root: Path, config: ToolConfig):
+        self.root = root
+        self.config = config
+        root.mkdir(mode=0o755, exist_ok=True)
+        self._entries: dict[str, tuple[Path, asyncio.Task[None]]] = {}
+        self._refs: dict[str, int] = {}
+        self._unused: dict[str, None] = {}  # keys of built files no episode uses, oldest first
+        self.builds = 0
+
+    @staticmethod
+    def key(episode: EpisodeData) -> str:
+        import duckdb
+
+        digest = hashlib.sha256(duckdb.__version__.encode())
+        for name, path in sorted(episode.tables.items()):
+            st = path.stat()
+            stamp = (name, str(path.resolve()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+            digest.update(repr(stamp).encode())
+        return digest.hexdigest()[:32]
+
+    async def acquire(self, episode: EpisodeData) -> tuple[str, Path]:
+        """The (key, path) of the episode's database file, built unless it exists."""
+        key = await asyncio.to_thread(self.key, episode)
+        if key not in self._entries:
+            path = self.root / f"{key}.duckdb"
+            task = asyncio.get_running_loop().create_task(
+                asyncio.to_thread(build_database, episode, path, self.config)
+            )
+            self._entries[key] = (path, task)
+            self.builds += 1
+        self._unused.pop(key, None)
+        self._refs[key] = self._refs.get(key, 0) + 1
+        path, task = self._entries[key]
+        try:
+            await asyncio.shield(task)
+        except BaseException:
+            self.release(key)
+            raise
+        return key, path
+
+    def release(self, key: str) -> None:
+        self._refs[key] -= 1
+        if self._refs[key] > 0:
+            return
+        del self._refs[key]
+        task = self._entries[key][1]
+        if not task.done() or task.cancelled() or task.exception() is not None:
+            self._forget(key)  # a failed (or still running) build is not kept
+            return
+        self._unused[key] = None
+        self._evict()
+
+    def _forget(self, key: str) -> None:
+        path, task = self._entries.pop(key)
+        self._unused.pop(key, None)
+        if task.done():
+            path.unlink(missing_ok=True)
+        else:  # still building: delete what it builds
+            task.add_done_callback(lambda _: path.unlink(missing_ok=True))
+
+    def _evict(self) -> None:
+        def size(key: str) -> int:
+            try:
+                return self._entries[key][0].stat().st_size
+            except OSError:
+                return 0
+
+        total = sum(size(k) for k in self._unused)
+        while self._unused and (len(self._unused) > KEEP_FILES or total > KEEP_BYTES):
+            oldest = next(iter(self._unused))
+            total -= size(oldest)
+            self._forget(oldest)
+
+    async def close(self) -> None:
+        for _, task in list(self._entries.values()):
+            with contextlib.suppress(BaseException):
+                await task
+        self._entries.clear()
+        self._unused.clear()
+        await asyncio.to_thread(shutil.rmtree, self.root, True)
+
+
+class SqlProcessDied(Exception):
+    """The SQL worker ended (or broke the protocol) while a request was pending."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class SqlProcess:
+    """One sandboxed SQL worker, driven by length-prefixed JSON over its stdin and stdout."""
+
+    _ids = itertools.count(1)
+
+    def __init__(self, proc: asyncio.subprocess.Process, slot: Path, max_frame: int):
+        self.proc = proc
+        self.slot = slot
+        self.max_frame = max_frame
+        self.info: dict[str, Any] = {}
+        self._stderr = bytearray()
+        self._stderr_task = asyncio.create_task(self._drain_stderr())
+        self._lock = asyncio.Lock()
+
+    @property
+    def episode_dir(self) -> Path:
+        """The host directory whose contents the worker sees as its data directory."""
+        return self.slot / "episode"
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.returncode is None
+
+    @classmethod
+    async def start(cls, launcher: Launcher, slot_root: Path, config: ToolConfig) -> SqlProcess:
+        slot = slot_root / f"s{next(cls._ids)}-{os.urandom(6).hex()}"
+        slot.mkdir(mode=0o755)
+        (slot / "episode").mkdir(mode=0o755)
+        worker_config = {
+            "site": [SANDBOX_SITE] if launcher.sandboxed else list(launcher.runtime.host_site),
+            "data_dir": launcher.data_dir(slot),
+            "sandboxed": launcher.sandboxed,
+            "threads": config.sql_threads,
+            "memory_limit": config.sql_memory_limit,
+            "max_rows": config.sql_max_rows,
+            "max_chars": config.sql_max_chars,
+            "limits": sql_limits(config),
+        }
+        source = WORKER_SOURCE_PATH.read_text(encoding="utf-8")
+        try:
+            spec = launcher.spec(slot, ["-c", source, json.dumps(worker_config)])
+            try:
+                proc = await asyncio.create_subprocess_exec(
+                    *spec.argv,
+                    stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                    env=spec.env,
+                    cwd="/",
+                    start_new_session=True,
+                    pass_fds=spec.pass_fds,
+                )
+            finally:
+                spec.close()
+        except BaseException:
+            shutil.rmtree(slot, ignore_errors=True)
+            raise
+        worker = cls(proc, slot, max_frame=8 * config.sql_max_chars + 65536)
+        try:
+            hello = await asyncio.wait_for(worker._receive(), config.worker_start_timeout)
+        except (TimeoutError, SqlProcessDied) as exc:
+            await worker.close()
+            reason = "timed out" if isinstance(exc, TimeoutError) else exc.reason
+            raise SandboxError(
+                f"a {launcher.name} SQL worker failed to start ({reason}): {worker.stderr_tail()}"
+            ) from None
+        except BaseException:
+            await worker.close()
+            raise
+        problem = None
+        if hello.get("error"):
+            problem = f"it could not import DuckDB: {hello['error']}"
+        elif hello.get("python") != platform.python_version():
+            problem = (
+                f"it runs Python {hello.get('python')}, not this interpreter "
+                f"({platform.python_version()} at {sys.prefix!r})"
+            )
+        elif launcher.sandboxed and hello.get("generator_importable"):
+            problem = f"it can import {hello['generator_importable']}"
+        if problem:
+            await worker.close()
+            raise SandboxError(f"a {launcher.name} SQL worker failed to start: {problem}")
+        worker.info = hello
+        return worker
+
+    async def _drain_stderr(self) -> None:
+        stream = self.proc.stderr
+        assert stream is not None
+        with contextlib.suppress(Exception):
+            while chunk := await stream.read(4096):
+                self._stderr += chunk
+                del self._stderr[:-_STDERR_TAIL]
+
+    def stderr_tail(self) -> str:
+        return self._stderr.decode(errors="replace").strip()[-2000:] or "(no stderr)"
+
+    async def _receive(self) -> dict[str, Any]:
+        stdout = self.proc.stdout
+        assert stdout is not None
+        try:
+            (size,) = _HEADER.unpack(await stdout.readexactly(_HEADER.size))
+            if size > self.max_frame:
+                raise SqlProcessDied(f"protocol violation: a {size}-byte message")
+            message = json.loads(await stdout.readexactly(size))
+        except (asyncio.IncompleteReadError, ConnectionError) as exc:
+            raise SqlProcessDied(await self._death_reason()) from exc
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise SqlProcessDied("protocol violation: unreadable message") from exc
+        if not isinstance(message, dict):
+            raise SqlProcessDied("protocol violation: message is not an object")
+        return message
+
+    async def _death_reason(self) -> str:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.proc.wait(), 2.0)
+        code = self.proc.returncode
+        if code is None:
+            return "it closed its output"
+        # bwrap's init reports a worker killed by signal N as exit status 128 + N.
+        number = -code if code < 0 else code - 128 if code > 128 else 0
+        try:
+            name = signal.Signals(number).name if number else ""
+        except ValueError:
+            name = ""
+        if name:
+            return f"killed by {name}" + _SIGNAL_HINTS.get(name, "")
+        return f"it exited with status {code}"
+
+    async def request(self, message: dict[str, Any], timeout: float | None) -> dict[str, Any]:
+        """Send one request and wait for its answer; raise SqlProcessDied or TimeoutError."""
+        async with self._lock:
+            if not self.alive:
+                raise SqlProcessDied(await self._death_reason())
+            request_id = next(self._ids)
+            data = json.dumps({**message, "id": request_id}).encode()
+            stdin = self.proc.stdin
+            assert stdin is not None
+            try:
+                stdin.write(_HEADER.pack(len(data)) + data)
+                await stdin.drain()
+            except (ConnectionError, RuntimeError) as exc:
+                raise SqlProcessDied(await self._death_reason()) from exc
+
+            async def answer() -> dict[str, Any]:
+                while True:
+                    reply = await self._receive()
+                    if reply.get("id") == request_id:
+                        return reply
+
+            return await asyncio.wait_for(answer(), timeout)
+
+    def kill(self) -> None:
+        """Kill the worker now, with every process below the launcher: a sandbox whose PID 1 is
+        the worker itself does not always die with its launcher. :meth:`close` cleans up."""
+        if self.proc.returncode is None:
+            below = self.pids()[1:]
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.kill()  # the launcher, through asyncio (which reaps it)
+            for pid in below:  # not our children: killing them reaps nothing
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+
+    def pids(self) -> list[int]:
+        """Host PIDs of the launcher and every process below it (for memory accounting)."""
+        out, todo = [], [self.proc.pid]
+        while todo:
+            pid = todo.pop()
+            out.append(pid)
+            with contextlib.suppress(OSError):
+                for task in os.listdir(f"/proc/{pid}/task"):
+                    with open(f"/proc/{pid}/task/{task}/children") as handle:
+                        todo.extend(int(p) for p in handle.read().split())
+        return out
+
+    def memory_pss(self) -> int:
+        """Proportional set size (bytes) of the worker's process tree: shared pages split."""
+        total = 0
+        for pid in self.pids():
+            with contextlib.suppress(OSError), open(f"/proc/{pid}/smaps_rollup") as handle:
+                for line in handle:
+                    if line.startswith("Pss:"):
+                        total += int(line.split()[1]) * 1024
+        return total
+
+    async def close(self) -> None:
+        """Kill the worker (its PID namespace dies with it) and delete the slot."""
+        self.kill()
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        with contextlib.suppress(BaseException):
+            await asyncio.wait_for(self._stderr_task, 10.0)
+        with contextlib.suppress(BaseException):
+            assert self.proc.stdout is not None
+            await asyncio.wait_for(self.proc.stdout.read(), 10.0)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.proc.wait(), 10.0)
+        self._stderr_task.cancel()
+        await asyncio.to_thread(shutil.rmtree, self.slot, True)
+
+
+class SqlPool:
+    """Keeps ``config.warm_workers`` started SQL workers ready to be claimed by new episodes."""
+
+    def __init__(self, launcher: Launcher, config: ToolConfig, slot_root: Path):
+        self.launcher = launcher
+        self.config = config
+        self.slot_root = slot_root
+        self._idle: deque[SqlProcess] = deque()
+        self._refills: set[asyncio.Task[None]] = set()
+        self._spawn_slots = asyncio.Semaphore(config.spawn_concurrency)
+        self._ready = asyncio.Event()
+        self._closed = False
+        self.last_error: BaseException | None = None
+        self.spawned = 0
+        self.databases = SqlDatabases(slot_root / "sql-databases", config)
+
+    @property
+    def idle(self) -> int:
+        return len(self._idle)
+
+    def start(self) -> None:
+        self.refill()
+
+    async def wait_warm(self, timeout: float | None = None) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while len(self._idle) < self.config.warm_workers:
+            if self.last_error is not None and not self._refills:
+                raise self.last_error
+            self._ready.clear()
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            await asyncio.wait_for(self._ready.wait(), remaining)
+
+    async def _spawn(self) -> SqlProcess:
+        async with self._spawn_slots:
+            worker = await SqlProcess.start(self.launcher, self.slot_root, self.config)
+            self.spawned += 1
+            return worker
+
+    def refill(self) -> None:
+        """Start workers in the background until ``warm_workers`` are idle or starting."""
+        while not self._closed and len(self._idle) + len(self._refills) < self.config.warm_workers:
+            task = asyncio.create_task(self._refill_one())
+            self._refills.add(task)
+            task.add_done_callback(self._refills.discard)
+
+    async def _refill_one(self) -> None:
+        try:
+            worker = await self._spawn()
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            self.last_error = exc
+            log.error("causaltrace.tools: could not start a warm SQL worker: %s", exc)
+            self._ready.set()
+            return
+        self.last_error = None
+        if self._closed:
+            await worker.close()
+            return
+        self._idle.append(worker)
+        self._ready.set()
+
+    async def claim(self) -> SqlProcess:
+        """A started worker that has never served an episode (warm if one is idle)."""
+        if self._closed:
+            raise SandboxError("the SQL worker pool is closed")
+        while self._idle:
+            worker = self._idle.popleft()
+            if worker.alive:
+                return worker
+            await worker.close()
+        return await self._spawn()
+
+    async def close(self) -> None:
+        self._closed = True
+        for task in list(self._refills):
+            task.cancel()
+        for task in list(self._refills):
+            with contextlib.suppress(BaseException):
+                await task
+        while self._idle:
+            await self._idle.popleft().close()
+        await self.databases.close()
 
 
 class SqlTool:
-    """DuckDB over one episode's tables; :meth:`run` returns the text the agent sees."""
+    """The ``sql`` tool of one episode: a worker process holding its read-only database.
 
-    def __init__(
-        self,
-        episode: EpisodeData,
-        *,
-        max_rows: int = 100,
-        max_chars: int = 20_000,
-        memory_limit: str = "1GB",
-        threads: int = 1,
-    ):
-        self.max_rows = max_rows
-        self.max_chars = max_chars
-        self.tables = tuple(episode.tables)
-        self._lock = threading.Lock()
-        con = duckdb.connect(":memory:", config={"threads": threads, "memory_limit": memory_limit})
+    :meth:`run` never raises for what the query does: errors, refusals, time limits and a
+    crashed or killed worker all come back as text, and the next call gets a fresh worker with
+    the same tables (loaded in the background right after a kill).
+    """
+
+    def __init__(self, pool: SqlPool, episode: EpisodeData, config: ToolConfig):
+        self.pool = pool
+        self.episode = episode
+        self.config = config
+        self.restarts = 0
+        self._process: SqlProcess | None = None
+        self._loading: asyncio.Task[SqlProcess] | None = None
+        self._lock = asyncio.Lock()
+        self._closed = False
+        self._closing: set[asyncio.Task[None]] = set()
+        self._database: tuple[str, Path] | None = None
+        self.file_bytes = 0
+
+    @property
+    def tables(self) -> tuple[str, ...]:
+        return tuple(self.episode.tables)
+
+    def start(self) -> None:
+        """Start loading in the background (a warm worker is claimed and given the tables)."""
+        if self._loading is None and self._process is None:
+            self._loading = asyncio.get_running_loop().create_task(self._load())
+
+    async def ready(self) -> SqlProcess:
+        """The loaded worker (raises :class:`ToolError` if the episode cannot be loaded)."""
+        if self._closed:
+            raise ToolError("this episode's sql tool is closed")
+        if self._process is not None and self._process.alive:
+            return self._process
+        if self._process is not None:  # it died between calls: replace it
+            self._discard()
+        if self._loading is None:
+            self.start()
+        assert self._loading is not None
+        task = self._loading
         try:
-            for name, path in episode.tables.items():
-                con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM read_parquet(?)', [str(path)])
-            for statement in (
-                "SET python_enable_replacements = false",
-                "SET autoinstall_known_extensions = false",
-                "SET autoload_known_extensions = false",
-                "SET allow_community_extensions = false",
-                "SET temp_directory = ''",
-                "SET enable_external_access = false",
-                "SET lock_configuration = true",
-            ):
-                con.execute(statement)
-        except BaseException:
-            con.close()
+            process = await asyncio.shield(task)
+        except ToolError:
+            if self._loading is task:
+                self._loading = None  # the next call tries again
             raise
-        self._con = con
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if self._loading is task:
+                self._loading = None
+            raise ToolError(
+                f"the sql tool could not load {str(self.episode.directory)!r}: {exc}"
+            ) from exc
+        if self._loading is task:
+            self._loading = None
+            self._process = process
+        return process
 
-    def close(self) -> None:
-        with self._lock:
-            self._con.close()
-
-    def compact(self) -> None:
-        """Compress the loaded tables (a CHECKPOINT of the in-memory database).
-
-        DuckDB keeps freshly loaded in-memory tables uncompressed; a checkpoint compresses them
-        (about 9x less memory on typical episode tables, and faster scans), at a one-off cost of
-        roughly 0.2 s per million rows. Sessions run it in the background after start.
-        """
-        with self._lock:
-            self._con.execute("CHECKPOINT")
-
-    def interrupt(self) -> None:
-        """Stop the running query (thread-safe); :meth:`run` then returns an error text."""
-        self._con.interrupt()
-
-    def memory_bytes(self) -> int:
-        """Bytes DuckDB holds for this episode (tables and buffers)."""
-        with self._lock:
-            row = self._con.execute(
-                "SELECT sum(memory_usage_bytes) FROM duckdb_memory()"
-            ).fetchone()
-            self._con.abort()
-        return int(row[0] or 0) if row else 0
-
-    def run(self, query: str, timeout: float | None = None) -> str:
-        """Run ``query`` and render its result (or the error) as capped text."""
-        timer = None
-        if timeout is not None:
-            timer = threading.Timer(timeout, self._con.interrupt)
-            timer.daemon = True
-            timer.start()
+    async def _load(self) -> SqlProcess:
+        if self._database is None:  # built once per episode (or shared); a restart reuses it
+            try:
+                self._database = await self.pool.databases.acquire(self.episode)
+            except (ToolError, OSError) as exc:
+                raise ToolError(
+                    f"the sql tool could not load {str(self.episode.directory)!r}: {exc}"
+                ) from None
+        process = await self.pool.claim()
         try:
-            with self._lock:
-                return self._run(query)
+            await asyncio.to_thread(_link, self._database[1], process.episode_dir / DATABASE_FILE)
+            reply = await process.request(
+                {"op": "load", "database": DATABASE_FILE, "tables": list(self.episode.tables)},
+                self.config.worker_start_timeout,
+            )
+            if not reply.get("ok"):
+                raise ToolError(
+                    f"the sql tool could not load {str(self.episode.directory)!r}: "
+                    f"{reply.get('error')}"
+                )
+            self.file_bytes = int(reply.get("bytes") or 0)
+            return process
+        except SqlProcessDied as exc:
+            await process.close()
+            raise ToolError(
+                f"the SQL worker died while loading {str(self.episode.directory)!r}: "
+                f"{exc.reason}; {process.stderr_tail()}"
+            ) from None
+        except BaseException:
+            await process.close()
+            raise
         finally:
-            if timer is not None:
-                timer.cancel()
+            self.pool.refill()
 
-    def _run(self, query: str) -> str:
+    def _discard(self) -> None:
+        """Kill the current worker and start loading a replacement in the background."""
+        process, self._process = self._process, None
+        if process is not None:
+            process.kill()
+            task = asyncio.get_running_loop().create_task(process.close())
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+        self.restarts += 1
+        if not self._closed:
+            self._loading = None
+            self.start()
+
+    async def run(self, query: str) -> str:
+        """Run ``query`` in the episode's worker; its result (or the error) as capped text."""
         if not isinstance(query, str) or not query.strip():
             return "Error: the query is empty."
-        con = self._con
-        try:
-            statements = con.extract_statements(query)
-        except duckdb.Error as exc:
-            return _error_text(exc)
-        refused = [s.type.name for s in statements if s.type.name not in _ALLOWED]
-        if refused == ["MULTI"]:
+        if len(query) > MAX_QUERY_CHARS:
             return (
-                "Error: PIVOT without an IN list creates a type, and the sql tool is read-only; "
-                "name the pivoted values: PIVOT t ON col IN ('a', 'b') USING sum(x)."
+                f"Error: the query is {len(query)} characters long; the sql tool takes at most "
+                f"{MAX_QUERY_CHARS}."
             )
-        if refused:
-            return (
-                f"Error: the sql tool is read-only; {', '.join(sorted(set(refused)))} statements "
-                "are not allowed. Use SELECT (with WITH, JOIN, GROUP BY, window functions...), "
-                "DESCRIBE, SHOW TABLES, SUMMARIZE, EXPLAIN or PRAGMA table_info('t')."
-            )
-        if not statements:
-            return "Error: the query holds no statement."
-        parts: list[str] = []
-        try:
-            for statement in statements:
-                con.execute(statement)
-                parts.append(self._render(con))
-        except duckdb.Error as exc:
-            parts.append(_error_text(exc))
-        finally:
-            with contextlib.suppress(duckdb.Error):
-                con.abort()
-        text = "\n\n".join(parts)
-        if len(text) > self.max_chars:
-            text = (
-                text[: self.max_chars]
-                + f"\n[output truncated: showing the first {self.max_chars} of {len(text)} "
-                "characters; select fewer columns or rows]"
-            )
-        return text
+        async with self._lock:
+            process = await self.ready()
+            timeout = float(self.config.sql_timeout)
+            try:
+                reply = await process.request(
+                    {"op": "query", "query": query, "timeout": timeout}, timeout + KILL_GRACE
+                )
+            except TimeoutError:
+                self._discard()
+                return (
+                    f"Error: the query was stopped after {timeout:g} s (time limit). "
+                    f"{TIME_LIMIT_HINT}"
+                )
+            except SqlProcessDied as exc:
+                self._discard()
+                return (
+                    f"Error: the query stopped the SQL process ({exc.reason}). The tables are "
+                    f"loaded again for the next query. {TIME_LIMIT_HINT}"
+                )
+            except asyncio.CancelledError:
+                # The caller gave up: the worker may still be running the query. Replace it.
+                self._discard()
+                raise
+            if not reply.get("ok"):
+                return f"Error: {reply.get('error')}"
+            return str(reply.get("text", ""))
 
-    def _render(self, con: duckdb.DuckDBPyConnection) -> str:
-        if con.description is None:
-            return "OK (no result set)"
-        columns = [d[0] for d in con.description]
-        rows = con.fetchmany(self.max_rows + 1)
-        more = len(rows) > self.max_rows
-        rows = rows[: self.max_rows]
-        text = render_table(columns, rows)
-        if more:
-            text += (
-                f"\n[output truncated: showing the first {self.max_rows} rows; the result has more."
-                " Aggregate, filter or add LIMIT/OFFSET to see other rows]"
-            )
-        else:
-            text += f"\n({len(rows)} row{'s' if len(rows) != 1 else ''})"
-        return text
+    async def memory(self) -> dict[str, int]:
+        """DuckDB's own account of its memory, the database file's size and the process PSS."""
+        async with self._lock:
+            process = await self.ready()
+            try:
+                reply = await process.request({"op": "memory"}, self.config.sql_timeout)
+            except (TimeoutError, SqlProcessDied):
+                return {"sql_bytes": 0, "sql_file_bytes": 0, "sql_pss_bytes": 0}
+            return {
+                "sql_bytes": int(reply.get("bytes") or 0),
+                "sql_file_bytes": int(reply.get("file_bytes") or 0),
+                "sql_pss_bytes": process.memory_pss(),
+            }
 
-
-def _error_text(exc: BaseException) -> str:
-    message = str(exc).strip() or type(exc).__name__
-    if isinstance(exc, duckdb.InterruptException):
-        message = "the query was interrupted (time limit reached)"
-    return f"Error: {message}"
-
-
-def format_value(value: Any) -> str:
-    """One cell as text: NULL for missing, 10 significant digits for floats."""
-    if value is None:
-        return "NULL"
-    if isinstance(value, float):
-        return f"{value:.10g}"
-    if isinstance(value, (_dt.datetime, _dt.date, _dt.time)):
-        return value.isoformat(sep=" ") if isinstance(value, _dt.datetime) else value.isoformat()
-    if isinstance(value, Decimal):
-        return str(value)
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        text = repr(bytes(value))
-    else:
-        text = str(value)
-    text = text.replace("\n", "\\n")
-    if len(text) > _MAX_CELL_CHARS:
-        text = text[: _MAX_CELL_CHARS - 1] + "…"
-    return text
+    async def close(self) -> None:
+        self._closed = True
+        loading, self._loading = self._loading, None
+        if loading is not None:
+            loading.cancel()
+            with contextlib.suppress(BaseException):
+                process = await loading
+                await process.close()
+        process, self._process = self._process, None
+        if process is not None:
+            await process.close()
+        for task in list(self._closing):
+            with contextlib.suppress(BaseException):
+                await task
+        database, self._database = self._database, None
+        if database is not None:
+            self.pool.databases.release(database[0])
 
 
-def render_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """A plain text table: a header, a rule, one line per row, columns padded to width."""
-    cells = [[format_value(v) for v in row] for row in rows]
-    header = [format_value(c) for c in columns]
-    widths = [len(h) for h in header]
-    for row in cells:
-        for i, cell in enumerate(row):
-            widths[i] = max(widths[i], len(cell))
-    lines = [" | ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip()]
-    lines.append("-+-".join("-" * w for w in widths))
-    lines.extend(" | ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells)
-    return "\n".join(lines)
+def _link(source: Path, target: Path) -> None:
+    """Hard-link the database file into a worker's slot (a copy across file systems)."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
+        os.chmod(target, 0o444)
