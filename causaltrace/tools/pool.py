@@ -205,15 +205,7 @@ class WorkerProcess:
 
     def pids(self) -> list[int]:
         """Host PIDs of the launcher and every process below it (for memory accounting)."""
-        out, todo = [], [self.proc.pid]
-        while todo:
-            pid = todo.pop()
-            out.append(pid)
-            with contextlib.suppress(OSError):
-                for task in os.listdir(f"/proc/{pid}/task"):
-                    with open(f"/proc/{pid}/task/{task}/children") as handle:
-                        todo.extend(int(p) for p in handle.read().split())
-        return out
+        return process_tree(self.proc.pid)
 
     def memory_pss(self) -> int:
         """Proportional set size (bytes) of the worker's process tree: shared pages split."""
@@ -226,17 +218,8 @@ class WorkerProcess:
         return total
 
     async def close(self) -> None:
-        """Kill the sandbox and delete the slot.
-
-        Every process of the sandbox is killed from the host, not only the launcher: the worker
-        is its PID namespace's init (bwrap ``--as-pid-1``), and killing the launcher alone left
-        the namespace alive with agent code still running in it (seen with a timed-out busy
-        loop). Killing the init takes the whole namespace down.
-        """
-        if self.proc.returncode is None:
-            for pid in reversed(self.pids()):  # the deepest first, the launcher last
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
+        """Kill the sandbox (every process of it, :func:`kill_sandbox`) and delete the slot."""
+        kill_sandbox(self.proc)
         if self.proc.stdin is not None:
             self.proc.stdin.close()
         # Wait for the exit and for both output pipes to reach end of file, so that asyncio
@@ -342,3 +325,33 @@ class WorkerPool:
                 await task
         while self._idle:
             await self._idle.popleft().close()
+
+
+def process_tree(root: int) -> list[int]:
+    """Host PIDs of ``root`` and every process below it (read from /proc)."""
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        with contextlib.suppress(OSError):
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/children") as handle:
+                    todo.extend(int(p) for p in handle.read().split())
+    return out
+
+
+def kill_sandbox(proc: asyncio.subprocess.Process) -> None:
+    """Kill a sandbox's launcher and every process below it, from the host.
+
+    The worker is its PID namespace's init (bwrap ``--as-pid-1``): killing the launcher alone
+    left the namespace alive with agent code still running in it (seen with a timed-out busy
+    loop), re-parented to the host's init. Killing the init takes the whole namespace down.
+    """
+    if proc.returncode is not None:
+        return
+    below = process_tree(proc.pid)[1:]
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()  # the launcher, through asyncio (which reaps it)
+    for pid in below:  # not our children: killing them reaps nothing
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)

@@ -48,6 +48,7 @@ from typing import Any
 
 from causaltrace.tools.config import MiB, SandboxError, ToolConfig, ToolError
 from causaltrace.tools.episode import EpisodeData
+from causaltrace.tools.pool import kill_sandbox, process_tree
 from causaltrace.tools.sandbox import SANDBOX_SITE, Launcher
 from causaltrace.tools.sql_worker import TIME_LIMIT_HINT, format_value, render_table
 
@@ -423,25 +424,11 @@ class SqlProcess:
     def kill(self) -> None:
         """Kill the worker now, with every process below the launcher: a sandbox whose PID 1 is
         the worker itself does not always die with its launcher. :meth:`close` cleans up."""
-        if self.proc.returncode is None:
-            below = self.pids()[1:]
-            with contextlib.suppress(ProcessLookupError):
-                self.proc.kill()  # the launcher, through asyncio (which reaps it)
-            for pid in below:  # not our children: killing them reaps nothing
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGKILL)
+        kill_sandbox(self.proc)
 
     def pids(self) -> list[int]:
         """Host PIDs of the launcher and every process below it (for memory accounting)."""
-        out, todo = [], [self.proc.pid]
-        while todo:
-            pid = todo.pop()
-            out.append(pid)
-            with contextlib.suppress(OSError):
-                for task in os.listdir(f"/proc/{pid}/task"):
-                    with open(f"/proc/{pid}/task/{task}/children") as handle:
-                        todo.extend(int(p) for p in handle.read().split())
-        return out
+        return process_tree(self.proc.pid)
 
     def memory_pss(self) -> int:
         """Proportional set size (bytes) of the worker's process tree: shared pages split."""
