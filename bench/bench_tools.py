@@ -6,8 +6,9 @@
   ``jupyter_client`` with the same tables loaded (goal: at least as fast);
 * episode start: claiming a warm sandboxed worker and loading the episode (both tools) against
   starting a Jupyter kernel (goal: 10x faster);
-* memory per live episode (its worker's PSS, plus this process's RSS growth per episode:
-  DuckDB and bookkeeping) against the in-memory (pandas) size of its tables (goal: at most 3x).
+* memory per live episode (its Python worker's PSS, its SQL worker's PSS, plus this process's
+  RSS growth per episode: bookkeeping) against the in-memory (pandas) size of its tables (goal:
+  at most 3x).
 
 Needs the ``bench`` extras ``jupyter_client`` and ``ipykernel``. Run from the repo root::
 
@@ -151,10 +152,10 @@ async def bench_sql(runtime: ToolRuntime, visible: Path, reps: int) -> dict:
             f"CREATE TABLE {name} AS SELECT * FROM read_parquet(?)",
             [str(visible / f"{name}.parquet")],
         )
-    bare.execute("CHECKPOINT")  # the same compressed storage as the tool's (sql_compress)
+    bare.execute("CHECKPOINT")  # the same compressed storage as the database file the tool opens
     results = {}
     async with runtime.episode(visible) as tools:
-        await tools.memory_usage()  # waits for the background compaction
+        await tools.memory_usage()  # waits until both tools are loaded
         for label, query in SQL_QUERIES.items():
             tool_t, bare_t = [], []
             for i in range(reps + 5):
@@ -247,7 +248,7 @@ def rss_bytes() -> int:
 
 
 async def bench_memory(config: ToolConfig, visible: Path, episodes: int) -> dict:
-    """Memory per live episode: its worker's PSS plus this process's RSS growth per episode."""
+    """Memory per live episode: its two workers' PSS plus this process's RSS growth per episode."""
     mem_tables, disk_tables = table_bytes(visible)
     async with ToolRuntime(config) as runtime:
         live = []
@@ -266,14 +267,16 @@ async def bench_memory(config: ToolConfig, visible: Path, episodes: int) -> dict
         await asyncio.sleep(1.0)
         host_per_episode = (rss_bytes() - before) / episodes
         pss = [t._worker.memory_pss() for t in live]
+        sql_pss = [u["sql_pss_bytes"] for u in usages]
         for t in live:
             await t.close()
-    per_episode = [p + host_per_episode for p in pss]
+    per_episode = [p + q + host_per_episode for p, q in zip(pss, sql_pss, strict=True)]
     return {
         "episodes": episodes,
         "table_bytes_in_memory": mem_tables,
         "table_bytes_parquet": disk_tables,
         "python_pss_bytes": summary(pss),
+        "sql_pss_bytes": summary(sql_pss),
         "duckdb_reported_bytes": summary([u["sql_bytes"] for u in usages]),
         "host_rss_per_episode_bytes": host_per_episode,
         "per_episode_bytes": summary(per_episode),
@@ -331,8 +334,9 @@ def report(res: dict, command: str) -> str:
         per = m["per_episode_bytes"]
         lines.append(
             f"| memory per live episode, {m['rows']:,} rows ({m['episodes']} live; MB) | "
-            f"{per['p50'] / 2**20:.1f} / {per['p95'] / 2**20:.1f} (worker PSS "
-            f"{m['python_pss_bytes']['p50'] / 2**20:.1f} + host RSS "
+            f"{per['p50'] / 2**20:.1f} / {per['p95'] / 2**20:.1f} (Python worker PSS "
+            f"{m['python_pss_bytes']['p50'] / 2**20:.1f} + SQL worker PSS "
+            f"{m['sql_pss_bytes']['p50'] / 2**20:.1f} + host RSS "
             f"{m['host_rss_per_episode_bytes'] / 2**20:.1f}) "
             f"| tables {m['table_bytes_in_memory'] / 2**20:.1f} MB | {m['ratio_to_tables']:.2f}x | <= 3x |"
         )

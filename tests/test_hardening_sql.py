@@ -247,7 +247,7 @@ def test_a_stuck_query_delays_no_other_episode(tmp_path):
     dirs = [make_episode(tmp_path, f"ep{i}") for i in range(3)]
 
     async def main():
-        config = tools_config(sql_timeout=TIMEOUT, warm_workers=3, host_threads=2)
+        config = tools_config(sql_timeout=TIMEOUT, warm_workers=3)
         async with ToolRuntime(config) as runtime:
             episodes = [runtime.episode(d) for d in dirs]
             for episode in episodes:

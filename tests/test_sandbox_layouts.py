@@ -53,13 +53,14 @@ import hashlib, importlib.util, json, os, pkgutil, site, sys, sysconfig
 from pathlib import Path
 import causaltrace
 from causaltrace.tools import SyncToolRuntime, ToolConfig
+from causaltrace.tools.sandbox import WORKER_FILES  # bound into every sandbox on purpose
 
 kind, episode, agent_code = sys.argv[1], sys.argv[2], sys.argv[3]
 generator = {}  # file name -> sha256 of each file of the generator (not trivially small)
 for package in ("causaltrace", "domains"):
     root = Path(importlib.util.find_spec(package).origin).parent
     for path in root.rglob("*"):
-        if path.is_file() and path.name != "python_worker.py" and path.stat().st_size > 200:
+        if path.is_file() and path.name not in WORKER_FILES and path.stat().st_size > 200:
             digest = hashlib.sha256(path.read_bytes()).hexdigest()
             generator.setdefault(path.name, []).append(digest)
 host_dirs = sorted({

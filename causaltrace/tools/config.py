@@ -54,7 +54,6 @@ class ToolConfig:
     sql_timeout: float = 30.0
     sql_memory_limit: str = "1GB"
     sql_threads: int = 1
-    sql_compress: bool = True
     # python tool
     python_timeout: float = 30.0
     python_max_output_chars: int = 20_000
@@ -72,7 +71,6 @@ class ToolConfig:
     warm_workers: int = 2
     spawn_concurrency: int = 2
     worker_start_timeout: float = 120.0
-    host_threads: int = 8
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -25,12 +25,13 @@ import sys
 import time
 from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Generic, Self, TypeVar
 
 from causaltrace.tools.config import SandboxError, ToolConfig
 from causaltrace.tools.sandbox import Launcher
 
 log = logging.getLogger("causaltrace.tools")
+P = TypeVar("P", bound="SandboxProcess")
 
 _HEADER = struct.Struct(">I")
 _STDERR_TAIL = 8192
@@ -55,9 +56,19 @@ class WorkerDied(Exception):
         self.reason = reason
 
 
-class WorkerProcess:
-    """One sandboxed worker, driven by length-prefixed JSON over its stdin and stdout."""
+class SandboxProcess:
+    """One sandboxed worker process, driven by length-prefixed JSON over its stdin and stdout.
 
+    The Python tool's workers and the SQL tool's workers differ only in the program they run
+    and in what their start-up greeting must say; subclasses set :attr:`kind`, :meth:`program`,
+    :meth:`frame_limit` and :meth:`greeting_problem`. Everything else (the launch, the protocol,
+    death reasons, killing the whole sandbox, memory accounting) is shared.
+    """
+
+    kind = "worker"
+    slot_prefix = "w"
+    signal_hints: ClassVar[dict[str, str]] = _SIGNAL_HINTS
+    exit_hints: ClassVar[dict[int, str]] = _EXIT_HINTS
     _ids = itertools.count(1)
 
     def __init__(
@@ -74,6 +85,34 @@ class WorkerProcess:
         self._stderr_task = asyncio.create_task(self._drain_stderr())
         self._lock = asyncio.Lock()
 
+    @classmethod
+    def program(cls, launcher: Launcher, slot: Path, config: ToolConfig) -> list[str] | None:
+        """What the sandboxed interpreter runs (None: the launcher's Python worker)."""
+        return None
+
+    @classmethod
+    def frame_limit(cls, config: ToolConfig) -> int:
+        """The largest message the worker may send (bytes); a larger one is a violation."""
+        return 8 * config.python_max_output_chars + 65536
+
+    @classmethod
+    def greeting_problem(cls, launcher: Launcher, hello: dict[str, Any]) -> str | None:
+        """Why a worker's greeting disqualifies it (None if it is fit to serve)."""
+        if hello.get("error"):
+            return str(hello["error"])
+        if hello.get("python") != platform.python_version():
+            return (
+                f"it runs Python {hello.get('python')} with prefix {hello.get('prefix')!r}, not "
+                f"this interpreter ({platform.python_version()} at {sys.prefix!r}); its standard "
+                "library is not reachable in the sandbox"
+            )
+        if launcher.sandboxed and hello.get("generator_importable"):
+            return (
+                f"it can import {hello['generator_importable']}: the generator must not be "
+                "reachable from agent code"
+            )
+        return None
+
     @property
     def episode_dir(self) -> Path:
         """The host directory whose contents the sandbox sees at its data directory."""
@@ -84,12 +123,12 @@ class WorkerProcess:
         return self.proc.returncode is None
 
     @classmethod
-    async def start(cls, launcher: Launcher, slot_root: Path, config: ToolConfig) -> WorkerProcess:
-        slot = slot_root / f"w{next(cls._ids)}-{os.urandom(6).hex()}"
+    async def start(cls, launcher: Launcher, slot_root: Path, config: ToolConfig) -> Self:
+        slot = slot_root / f"{cls.slot_prefix}{next(cls._ids)}-{os.urandom(6).hex()}"
         slot.mkdir(mode=0o755)
         (slot / "episode").mkdir(mode=0o755)
         try:
-            spec = launcher.spec(slot)
+            spec = launcher.spec(slot, cls.program(launcher, slot, config))
             try:
                 proc = await asyncio.create_subprocess_exec(
                     *spec.argv,
@@ -106,34 +145,23 @@ class WorkerProcess:
         except BaseException:
             shutil.rmtree(slot, ignore_errors=True)
             raise
-        worker = cls(proc, slot, launcher, max_frame=8 * config.python_max_output_chars + 65536)
+        worker = cls(proc, slot, launcher, max_frame=cls.frame_limit(config))
+        what = f"a {launcher.name} {cls.kind}"
         try:
             hello = await asyncio.wait_for(worker._receive(), config.worker_start_timeout)
         except (TimeoutError, WorkerDied) as exc:
             await worker.close()
             reason = "timed out" if isinstance(exc, TimeoutError) else exc.reason
             raise SandboxError(
-                f"a {launcher.name} worker failed to start ({reason}): {worker.stderr_tail()}"
+                f"{what} failed to start ({reason}): {worker.stderr_tail()}"
             ) from None
         except BaseException:
             await worker.close()
             raise
-        if hello.get("error"):
+        problem = cls.greeting_problem(launcher, hello)
+        if problem:
             await worker.close()
-            raise SandboxError(f"a {launcher.name} worker failed to start: {hello['error']}")
-        if hello.get("python") != platform.python_version():
-            await worker.close()
-            raise SandboxError(
-                f"the {launcher.name} sandbox runs Python {hello.get('python')} with prefix "
-                f"{hello.get('prefix')!r}, not this interpreter ({platform.python_version()} at "
-                f"{sys.prefix!r}); its standard library is not reachable in the sandbox"
-            )
-        if launcher.sandboxed and hello.get("generator_importable"):
-            await worker.close()
-            raise SandboxError(
-                f"the {launcher.name} sandbox can import {hello['generator_importable']}: the "
-                "generator must not be reachable from agent code"
-            )
+            raise SandboxError(f"{what} failed to start: {problem}")
         worker.info = hello
         return worker
 
@@ -177,8 +205,8 @@ class WorkerProcess:
         except ValueError:
             name = ""
         if name:
-            return f"killed by {name}" + _SIGNAL_HINTS.get(name, "")
-        return f"it exited with status {code}" + _EXIT_HINTS.get(code, "")
+            return f"killed by {name}" + self.signal_hints.get(name, "")
+        return f"it exited with status {code}" + self.exit_hints.get(code, "")
 
     async def request(self, message: dict[str, Any], timeout: float | None) -> dict[str, Any]:
         """Send one request and wait for its answer; raise WorkerDied or TimeoutError."""
@@ -203,6 +231,11 @@ class WorkerProcess:
 
             return await asyncio.wait_for(answer(), timeout)
 
+    def kill(self) -> None:
+        """Kill the sandbox now (every process of it, :func:`kill_sandbox`); :meth:`close`
+        cleans up."""
+        kill_sandbox(self.proc)
+
     def pids(self) -> list[int]:
         """Host PIDs of the launcher and every process below it (for memory accounting)."""
         return process_tree(self.proc.pid)
@@ -219,7 +252,7 @@ class WorkerProcess:
 
     async def close(self) -> None:
         """Kill the sandbox (every process of it, :func:`kill_sandbox`) and delete the slot."""
-        kill_sandbox(self.proc)
+        self.kill()
         if self.proc.stdin is not None:
             self.proc.stdin.close()
         # Wait for the exit and for both output pipes to reach end of file, so that asyncio
@@ -236,14 +269,25 @@ class WorkerProcess:
         await asyncio.to_thread(shutil.rmtree, self.slot, True)
 
 
-class WorkerPool:
+class WorkerProcess(SandboxProcess):
+    """A Python tool worker (``python_worker.py``, the launcher's default program)."""
+
+
+class WorkerPool(Generic[P]):
     """Keeps ``config.warm_workers`` started workers ready to be claimed by new episodes."""
 
-    def __init__(self, launcher: Launcher, config: ToolConfig, slot_root: Path):
+    def __init__(
+        self,
+        launcher: Launcher,
+        config: ToolConfig,
+        slot_root: Path,
+        process: type[P] = WorkerProcess,  # type: ignore[assignment]
+    ):
         self.launcher = launcher
         self.config = config
         self.slot_root = slot_root
-        self._idle: deque[WorkerProcess] = deque()
+        self.process = process
+        self._idle: deque[P] = deque()
         self._refills: set[asyncio.Task[None]] = set()
         self._spawn_slots = asyncio.Semaphore(config.spawn_concurrency)
         self._ready = asyncio.Event()
@@ -268,9 +312,9 @@ class WorkerPool:
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             await asyncio.wait_for(self._ready.wait(), remaining)
 
-    async def _spawn(self) -> WorkerProcess:
+    async def _spawn(self) -> P:
         async with self._spawn_slots:
-            worker = await WorkerProcess.start(self.launcher, self.slot_root, self.config)
+            worker = await self.process.start(self.launcher, self.slot_root, self.config)
             self.spawned += 1
             return worker
 
@@ -292,7 +336,7 @@ class WorkerPool:
             raise
         except BaseException as exc:
             self.last_error = exc
-            log.error("causaltrace.tools: could not start a warm worker: %s", exc)
+            log.error("causaltrace.tools: could not start a warm %s: %s", self.process.kind, exc)
             self._ready.set()
             return
         self.last_error = None
@@ -302,10 +346,10 @@ class WorkerPool:
         self._idle.append(worker)
         self._ready.set()
 
-    async def claim(self) -> WorkerProcess:
+    async def claim(self) -> P:
         """A started worker that has never served an episode (warm if one is idle)."""
         if self._closed:
-            raise SandboxError("the worker pool is closed")
+            raise SandboxError(f"the {self.process.kind} pool is closed")
         while self._idle:
             worker = self._idle.popleft()
             if worker.alive:

@@ -30,14 +30,20 @@ import importlib.util
 import json
 import linecache
 import os
-import resource
 import signal
 import struct
 import sys
 import time
 import traceback
 
-_HEADER = struct.Struct(">I")
+if __package__:  # imported on the host, as part of causaltrace.tools
+    from causaltrace.tools import worker_protocol as protocol
+else:  # run as a script in the sandbox: only the worker files are bound beside this one
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import worker_protocol as protocol
+
+    del sys.path[0]
+
 _PID = struct.Struct("=i")
 _MAX_REQUEST = 64 * 1024 * 1024
 _MAIN_PID = os.getpid()
@@ -45,49 +51,13 @@ _MAIN_PID = os.getpid()
 # be forked, e.g. at the process limit); the host reports it to the agent.
 EXIT_STRAY_THREADS = 86
 # The worker's own references, taken before any agent code runs: agent code that replaces
-# ``json.dumps`` or ``os.write`` breaks only its own namespace, not the protocol.
-_dumps, _loads = json.dumps, json.loads
-_read, _write, _close, _dup, _dup2 = os.read, os.write, os.close, os.dup, os.dup2
+# ``os.write`` or ``os.dup2`` breaks only its own namespace, not the worker.
+_write, _close, _dup2 = os.write, os.close, os.dup2
 _forking = False  # true while the REPL forks its own successor (the channel stays open then)
 
 
-class _Channel:
-    """The protocol pipes, moved off fds 0/1 so that agent output cannot corrupt them."""
-
-    def __init__(self) -> None:
-        self.rfd = _dup(0)  # os.dup makes non-inheritable fds: subprocesses do not get them
-        self.wfd = _dup(1)
-        devnull = os.open(os.devnull, os.O_RDWR)
-        _dup2(devnull, 0)
-        _dup2(devnull, 1)
-        _close(devnull)
-
-    def _read_exact(self, n: int) -> bytes:
-        chunks = []
-        while n:
-            chunk = _read(self.rfd, n)
-            if not chunk:
-                raise EOFError
-            chunks.append(chunk)
-            n -= len(chunk)
-        return b"".join(chunks)
-
-    def receive(self) -> dict:
-        (size,) = _HEADER.unpack(self._read_exact(_HEADER.size))
-        if size > _MAX_REQUEST:
-            raise EOFError
-        return _loads(self._read_exact(size))
-
-    def send(self, message: dict) -> None:
-        data = _dumps(message).encode()
-        view = memoryview(_HEADER.pack(len(data)) + data)
-        while view:
-            view = view[_write(self.wfd, view) :]
-
-    def close(self) -> None:
-        for fd in (self.rfd, self.wfd):
-            with contextlib.suppress(OSError):
-                _close(fd)
+class _Channel(protocol.Channel):
+    """The protocol pipes; a process forked by agent code closes its copies at once."""
 
     def close_in_forked_child(self) -> None:
         if not _forking:  # a fork of agent code: it must not reach the protocol pipes
@@ -135,37 +105,6 @@ class _CappedText:
 
     def getvalue(self) -> str:
         return "".join(self.parts)
-
-
-def _apply_limits(limits: dict, sandboxed: bool) -> None:
-    def cap(kind: int, value: int) -> None:
-        _, hard = resource.getrlimit(kind)
-        if hard != resource.RLIM_INFINITY:
-            value = min(value, hard)
-        resource.setrlimit(kind, (value, value))
-
-    # RLIMIT_DATA (private writable memory: heap, anonymous mappings, thread stacks) is the
-    # memory limit proper: allocations past it fail with MemoryError. RLIMIT_AS is only a
-    # backstop, looser by 4 GiB, because DuckDB's allocator reserves address space it never uses.
-    # Shared memory that these limits would not count (memfd, System V segments) cannot be
-    # created in a sandbox at all (its seccomp filter, see sandbox.py).
-    cap(resource.RLIMIT_DATA, limits["memory_bytes"])
-    cap(resource.RLIMIT_AS, limits["memory_bytes"] + 4 * 1024**3)
-    cap(resource.RLIMIT_CPU, limits["cpu_seconds"])
-    cap(resource.RLIMIT_FSIZE, limits["max_file_bytes"])
-    cap(resource.RLIMIT_NOFILE, limits["max_open_files"])
-    cap(resource.RLIMIT_CORE, 0)
-    if sandboxed:
-        # Counted per user namespace (or per sandbox uid), so one episode's fork bomb cannot
-        # starve another's. Outside a sandbox it would count all the user's processes.
-        cap(resource.RLIMIT_NPROC, limits["max_processes"])
-    # Writing past RLIMIT_FSIZE then fails with EFBIG instead of killing the process.
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    try:  # under memory pressure the kernel should kill agent code before anything else
-        with open("/proc/self/oom_score_adj", "w") as handle:
-            handle.write("1000")
-    except OSError:
-        pass
 
 
 def _trim_heap() -> None:
@@ -260,15 +199,7 @@ class Worker:
             with contextlib.suppress(Exception):
                 _single_threaded_duckdb()
         self.fd_capture = _capture_file()
-        generator = [n for n in ("causaltrace", "domains") if importlib.util.find_spec(n)]
-        return {
-            "op": "ready",
-            "python": sys.version.split()[0],
-            "prefix": sys.prefix,
-            "pid": os.getpid(),
-            "supervised": self.succession is not None,
-            "generator_importable": generator,
-        }
+        return protocol.greeting(supervised=self.succession is not None)
 
     def load(self, request: dict) -> dict:
         if self.namespace is not None:
@@ -528,8 +459,8 @@ def main() -> None:
     for path in config["site"]:
         sys.path.append(path)
     sandboxed = bool(config["sandboxed"])
-    _apply_limits(config["limits"], sandboxed)
-    channel = _Channel()
+    protocol.apply_limits(config["limits"], sandboxed)
+    channel = _Channel(_MAX_REQUEST)
     succession = None
     if sandboxed and os.getpid() == 1:
         # PID 1 of the sandbox: become the supervisor, and run the REPL in a child.
@@ -543,30 +474,7 @@ def main() -> None:
         _MAIN_PID = os.getpid()
     os.register_at_fork(after_in_child=channel.close_in_forked_child)
     worker = Worker(config, succession)
-    try:
-        channel.send(worker.ready())
-    except Exception as exc:  # an import failed: tell the host, which reports it
-        channel.send({"op": "ready", "error": f"{type(exc).__name__}: {exc}"})
-        return
-    handlers = {"load": worker.load, "exec": worker.execute, "ping": lambda r: {"ok": True}}
-    while True:
-        try:
-            request = channel.receive()
-        except (EOFError, OSError, ValueError):
-            return
-        handler = handlers.get(request.get("op"))
-        if handler is None:
-            response = {"ok": False, "error": f"unknown op {request.get('op')!r}"}
-        else:
-            try:
-                response = handler(request)
-            except Exception as exc:
-                response = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
-        response["id"] = request.get("id")
-        try:
-            channel.send(response)
-        except (OSError, ValueError):
-            return
+    protocol.serve(channel, worker.ready, {"load": worker.load, "exec": worker.execute})
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ both cases the worker sees:
 * a new, empty root file system holding read-only binds of ``/usr`` (and the ``/bin``, ``/lib``
   links), the interpreter with its standard library, the allowed data packages
   (pandas, numpy, scipy, duckdb, pyarrow and their dependencies) under ``/opt/causaltrace/site``,
-  the worker script, and the episode's visible files at ``/episode`` (its working directory);
+  the worker scripts, and the episode's visible files at ``/episode`` (its working directory);
 * no package directory of the host (each that a bind would show is masked by an empty tmpfs:
   the interpreter's, its base's when it runs in a venv, the user's, and every
   ``site-packages``/``dist-packages`` directory under ``/usr``), hence neither ``causaltrace``
@@ -66,9 +66,13 @@ from causaltrace.tools.config import (
 
 log = logging.getLogger("causaltrace.tools")
 
-WORKER_SCRIPT = Path(__file__).with_name("python_worker.py")
-SANDBOX_SITE = "/opt/causaltrace/site"
-SANDBOX_WORKER = "/opt/causaltrace/python_worker.py"
+# The worker programs, bound read-only (and alone: no other file of causaltrace) into every
+# sandbox under SANDBOX_WORKERS; they import only the standard library, worker_protocol and the
+# data packages.
+WORKER_FILES = ("python_worker.py", "sql_worker.py", "worker_protocol.py")
+WORKER_DIR = Path(__file__).parent
+SANDBOX_WORKERS = "/opt/causaltrace"
+SANDBOX_SITE = f"{SANDBOX_WORKERS}/site"
 SANDBOX_DATA = "/episode"
 # Top-level entries of the host mirrored into the sandbox (read-only), as links or binds.
 SYSTEM_ROOTS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -471,11 +475,11 @@ class Launcher(ABC):
             "preload": list(c.preload),
             "max_output_chars": c.python_max_output_chars,
             "limits": {
-                "memory_bytes": c.memory_bytes,
+                "data_bytes": c.memory_bytes,
                 "cpu_seconds": c.cpu_seconds,
-                "max_processes": c.max_processes,
-                "max_file_bytes": c.max_file_bytes,
-                "max_open_files": c.max_open_files,
+                "processes": c.max_processes,
+                "file_bytes": c.max_file_bytes,
+                "open_files": c.max_open_files,
             },
         }
 
@@ -491,10 +495,14 @@ class Launcher(ABC):
         """Where the worker sees its episode's files."""
         return SANDBOX_DATA
 
+    def script(self, name: str) -> str:
+        """Where the worker sees the worker program ``name`` (one of :data:`WORKER_FILES`)."""
+        return f"{SANDBOX_WORKERS}/{name}"
+
     def python_argv(self, slot: Path, program: list[str] | None) -> list[str]:
         if program is None:
             config = self.worker_config(self.data_dir(slot), [SANDBOX_SITE])
-            program = [SANDBOX_WORKER, json.dumps(config)]
+            program = [self.script("python_worker.py"), json.dumps(config)]
         return [self.runtime.executable, "-I", "-S", "-B", *program]
 
     def drop_privileges(self) -> list[str]:
@@ -589,7 +597,7 @@ class BwrapLauncher(Launcher):
         binds = [p for p in binds if not _under(p, visible_roots)]
         # bwrap gives the parents it creates the host's modes (/root is 0700): open them up so
         # the unprivileged sandbox uid can reach what is bound below them.
-        for parent in _parents([*binds, SANDBOX_WORKER, SANDBOX_SITE + "/x"]):
+        for parent in _parents([*binds, SANDBOX_SITE + "/x"]):
             if parent != "/tmp":
                 args += ["--perms", "0755", "--dir", parent]
         for path in binds:
@@ -600,7 +608,8 @@ class BwrapLauncher(Launcher):
                 args += ["--tmpfs", mask, "--remount-ro", mask]
         for host, rel in rt.site_units:
             args += ["--ro-bind", host, f"{SANDBOX_SITE}/{rel}"]
-        args += ["--ro-bind", str(WORKER_SCRIPT), SANDBOX_WORKER]
+        for name in WORKER_FILES:
+            args += ["--ro-bind", str(WORKER_DIR / name), self.script(name)]
         args += ["--ro-bind", str(slot / "episode"), SANDBOX_DATA]
         args += ["--proc", "/proc", "--dev", "/dev"]
         args += ["--perms", "1777", "--size", size, "--tmpfs", "/dev/shm"]
@@ -694,7 +703,8 @@ class UnshareLauncher(Launcher):
                 lines.append(f'mount -t tmpfs -o ro,size=4k,mode=0755 tmpfs "$R"{q(mask)}')
         for host, rel in rt.site_units:
             lines.append(f"b {q(host)} {q(SANDBOX_SITE + '/' + rel)}")
-        lines.append(f"b {q(str(WORKER_SCRIPT))} {SANDBOX_WORKER}")
+        for name in WORKER_FILES:
+            lines.append(f"b {q(str(WORKER_DIR / name))} {self.script(name)}")
         lines.append(f"b {q(str(slot / 'episode'))} {SANDBOX_DATA}")
         size = self.config.tmp_bytes
         lines += [
@@ -758,10 +768,13 @@ class UnsandboxedLauncher(Launcher):
     def data_dir(self, slot: Path) -> str:
         return str(slot / "episode")
 
+    def script(self, name: str) -> str:
+        return str(WORKER_DIR / name)
+
     def spec(self, slot: Path, program: list[str] | None = None) -> LaunchSpec:
         if program is None:
             config = self.worker_config(self.data_dir(slot), list(self.runtime.host_site))
-            program = [str(WORKER_SCRIPT), json.dumps(config)]
+            program = [self.script("python_worker.py"), json.dumps(config)]
         argv = [self.runtime.executable, "-I", "-S", "-B", *program]
         env = {**LAUNCHER_ENV, **{k: v for k, v in SANDBOX_ENV.items() if k != "PATH"}}
         return LaunchSpec(tuple(argv), env, sandboxed=False)

@@ -31,24 +31,18 @@ import asyncio
 import contextlib
 import dataclasses
 import hashlib
-import itertools
 import json
 import logging
 import os
-import platform
 import re
 import shutil
-import signal
 import struct
-import sys
-import time
-from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from causaltrace.tools.config import MiB, SandboxError, ToolConfig, ToolError
+from causaltrace.tools.config import MiB, ToolConfig, ToolError
 from causaltrace.tools.episode import EpisodeData
-from causaltrace.tools.pool import kill_sandbox, process_tree
+from causaltrace.tools.pool import SandboxProcess, WorkerDied, WorkerPool
 from causaltrace.tools.sandbox import SANDBOX_SITE, Launcher
 from causaltrace.tools.sql_worker import TIME_LIMIT_HINT, format_value, render_table
 
@@ -70,7 +64,6 @@ __all__ = [
 
 log = logging.getLogger("causaltrace.tools")
 
-WORKER_SOURCE_PATH = Path(__file__).with_name("sql_worker.py")
 # Seconds a query may run past ``sql_timeout`` (when it ignores the interrupt) before its
 # process is killed.
 KILL_GRACE = 0.5
@@ -262,42 +255,20 @@ class SqlDatabases:
         await asyncio.to_thread(shutil.rmtree, self.root, True)
 
 
-class SqlProcessDied(Exception):
-    """The SQL worker ended (or broke the protocol) while a request was pending."""
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
+# The SQL worker dies the way any sandboxed worker does.
+SqlProcessDied = WorkerDied
 
 
-class SqlProcess:
-    """One sandboxed SQL worker, driven by length-prefixed JSON over its stdin and stdout."""
+class SqlProcess(SandboxProcess):
+    """One sandboxed SQL worker (``sql_worker.py``): DuckDB imported, one episode's database."""
 
-    _ids = itertools.count(1)
-
-    def __init__(self, proc: asyncio.subprocess.Process, slot: Path, max_frame: int):
-        self.proc = proc
-        self.slot = slot
-        self.max_frame = max_frame
-        self.info: dict[str, Any] = {}
-        self._stderr = bytearray()
-        self._stderr_task = asyncio.create_task(self._drain_stderr())
-        self._lock = asyncio.Lock()
-
-    @property
-    def episode_dir(self) -> Path:
-        """The host directory whose contents the worker sees as its data directory."""
-        return self.slot / "episode"
-
-    @property
-    def alive(self) -> bool:
-        return self.proc.returncode is None
+    kind = "SQL worker"
+    slot_prefix = "s"
+    signal_hints = _SIGNAL_HINTS
+    exit_hints: ClassVar[dict[int, str]] = {}
 
     @classmethod
-    async def start(cls, launcher: Launcher, slot_root: Path, config: ToolConfig) -> SqlProcess:
-        slot = slot_root / f"s{next(cls._ids)}-{os.urandom(6).hex()}"
-        slot.mkdir(mode=0o755)
-        (slot / "episode").mkdir(mode=0o755)
+    def program(cls, launcher: Launcher, slot: Path, config: ToolConfig) -> list[str]:
         worker_config = {
             "site": [SANDBOX_SITE] if launcher.sandboxed else list(launcher.runtime.host_site),
             "data_dir": launcher.data_dir(slot),
@@ -308,236 +279,28 @@ class SqlProcess:
             "max_chars": config.sql_max_chars,
             "limits": sql_limits(config),
         }
-        source = WORKER_SOURCE_PATH.read_text(encoding="utf-8")
-        try:
-            spec = launcher.spec(slot, ["-c", source, json.dumps(worker_config)])
-            try:
-                proc = await asyncio.create_subprocess_exec(
-                    *spec.argv,
-                    stdin=asyncio.subprocess.PIPE,
-                    stdout=asyncio.subprocess.PIPE,
-                    stderr=asyncio.subprocess.PIPE,
-                    env=spec.env,
-                    cwd="/",
-                    start_new_session=True,
-                    pass_fds=spec.pass_fds,
-                )
-            finally:
-                spec.close()
-        except BaseException:
-            shutil.rmtree(slot, ignore_errors=True)
-            raise
-        worker = cls(proc, slot, max_frame=8 * config.sql_max_chars + 65536)
-        try:
-            hello = await asyncio.wait_for(worker._receive(), config.worker_start_timeout)
-        except (TimeoutError, SqlProcessDied) as exc:
-            await worker.close()
-            reason = "timed out" if isinstance(exc, TimeoutError) else exc.reason
-            raise SandboxError(
-                f"a {launcher.name} SQL worker failed to start ({reason}): {worker.stderr_tail()}"
-            ) from None
-        except BaseException:
-            await worker.close()
-            raise
-        problem = None
+        return [launcher.script("sql_worker.py"), json.dumps(worker_config)]
+
+    @classmethod
+    def frame_limit(cls, config: ToolConfig) -> int:
+        return 8 * config.sql_max_chars + 65536
+
+    @classmethod
+    def greeting_problem(cls, launcher: Launcher, hello: dict[str, Any]) -> str | None:
         if hello.get("error"):
-            problem = f"it could not import DuckDB: {hello['error']}"
-        elif hello.get("python") != platform.python_version():
-            problem = (
-                f"it runs Python {hello.get('python')}, not this interpreter "
-                f"({platform.python_version()} at {sys.prefix!r})"
-            )
-        elif launcher.sandboxed and hello.get("generator_importable"):
-            problem = f"it can import {hello['generator_importable']}"
-        if problem:
-            await worker.close()
-            raise SandboxError(f"a {launcher.name} SQL worker failed to start: {problem}")
-        worker.info = hello
-        return worker
-
-    async def _drain_stderr(self) -> None:
-        stream = self.proc.stderr
-        assert stream is not None
-        with contextlib.suppress(Exception):
-            while chunk := await stream.read(4096):
-                self._stderr += chunk
-                del self._stderr[:-_STDERR_TAIL]
-
-    def stderr_tail(self) -> str:
-        return self._stderr.decode(errors="replace").strip()[-2000:] or "(no stderr)"
-
-    async def _receive(self) -> dict[str, Any]:
-        stdout = self.proc.stdout
-        assert stdout is not None
-        try:
-            (size,) = _HEADER.unpack(await stdout.readexactly(_HEADER.size))
-            if size > self.max_frame:
-                raise SqlProcessDied(f"protocol violation: a {size}-byte message")
-            message = json.loads(await stdout.readexactly(size))
-        except (asyncio.IncompleteReadError, ConnectionError) as exc:
-            raise SqlProcessDied(await self._death_reason()) from exc
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise SqlProcessDied("protocol violation: unreadable message") from exc
-        if not isinstance(message, dict):
-            raise SqlProcessDied("protocol violation: message is not an object")
-        return message
-
-    async def _death_reason(self) -> str:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.proc.wait(), 2.0)
-        code = self.proc.returncode
-        if code is None:
-            return "it closed its output"
-        # bwrap's init reports a worker killed by signal N as exit status 128 + N.
-        number = -code if code < 0 else code - 128 if code > 128 else 0
-        try:
-            name = signal.Signals(number).name if number else ""
-        except ValueError:
-            name = ""
-        if name:
-            return f"killed by {name}" + _SIGNAL_HINTS.get(name, "")
-        return f"it exited with status {code}"
-
-    async def request(self, message: dict[str, Any], timeout: float | None) -> dict[str, Any]:
-        """Send one request and wait for its answer; raise SqlProcessDied or TimeoutError."""
-        async with self._lock:
-            if not self.alive:
-                raise SqlProcessDied(await self._death_reason())
-            request_id = next(self._ids)
-            data = json.dumps({**message, "id": request_id}).encode()
-            stdin = self.proc.stdin
-            assert stdin is not None
-            try:
-                stdin.write(_HEADER.pack(len(data)) + data)
-                await stdin.drain()
-            except (ConnectionError, RuntimeError) as exc:
-                raise SqlProcessDied(await self._death_reason()) from exc
-
-            async def answer() -> dict[str, Any]:
-                while True:
-                    reply = await self._receive()
-                    if reply.get("id") == request_id:
-                        return reply
-
-            return await asyncio.wait_for(answer(), timeout)
-
-    def kill(self) -> None:
-        """Kill the worker now, with every process below the launcher: a sandbox whose PID 1 is
-        the worker itself does not always die with its launcher. :meth:`close` cleans up."""
-        kill_sandbox(self.proc)
-
-    def pids(self) -> list[int]:
-        """Host PIDs of the launcher and every process below it (for memory accounting)."""
-        return process_tree(self.proc.pid)
-
-    def memory_pss(self) -> int:
-        """Proportional set size (bytes) of the worker's process tree: shared pages split."""
-        total = 0
-        for pid in self.pids():
-            with contextlib.suppress(OSError), open(f"/proc/{pid}/smaps_rollup") as handle:
-                for line in handle:
-                    if line.startswith("Pss:"):
-                        total += int(line.split()[1]) * 1024
-        return total
-
-    async def close(self) -> None:
-        """Kill the worker (its PID namespace dies with it) and delete the slot."""
-        self.kill()
-        if self.proc.stdin is not None:
-            self.proc.stdin.close()
-        with contextlib.suppress(BaseException):
-            await asyncio.wait_for(self._stderr_task, 10.0)
-        with contextlib.suppress(BaseException):
-            assert self.proc.stdout is not None
-            await asyncio.wait_for(self.proc.stdout.read(), 10.0)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.proc.wait(), 10.0)
-        self._stderr_task.cancel()
-        await asyncio.to_thread(shutil.rmtree, self.slot, True)
+            return f"it could not import DuckDB: {hello['error']}"
+        return super().greeting_problem(launcher, hello)
 
 
-class SqlPool:
-    """Keeps ``config.warm_workers`` started SQL workers ready to be claimed by new episodes."""
+class SqlPool(WorkerPool[SqlProcess]):
+    """Keeps ``config.warm_workers`` started SQL workers ready, and the episodes' databases."""
 
     def __init__(self, launcher: Launcher, config: ToolConfig, slot_root: Path):
-        self.launcher = launcher
-        self.config = config
-        self.slot_root = slot_root
-        self._idle: deque[SqlProcess] = deque()
-        self._refills: set[asyncio.Task[None]] = set()
-        self._spawn_slots = asyncio.Semaphore(config.spawn_concurrency)
-        self._ready = asyncio.Event()
-        self._closed = False
-        self.last_error: BaseException | None = None
-        self.spawned = 0
+        super().__init__(launcher, config, slot_root, SqlProcess)
         self.databases = SqlDatabases(slot_root / "sql-databases", config)
 
-    @property
-    def idle(self) -> int:
-        return len(self._idle)
-
-    def start(self) -> None:
-        self.refill()
-
-    async def wait_warm(self, timeout: float | None = None) -> None:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while len(self._idle) < self.config.warm_workers:
-            if self.last_error is not None and not self._refills:
-                raise self.last_error
-            self._ready.clear()
-            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            await asyncio.wait_for(self._ready.wait(), remaining)
-
-    async def _spawn(self) -> SqlProcess:
-        async with self._spawn_slots:
-            worker = await SqlProcess.start(self.launcher, self.slot_root, self.config)
-            self.spawned += 1
-            return worker
-
-    def refill(self) -> None:
-        """Start workers in the background until ``warm_workers`` are idle or starting."""
-        while not self._closed and len(self._idle) + len(self._refills) < self.config.warm_workers:
-            task = asyncio.create_task(self._refill_one())
-            self._refills.add(task)
-            task.add_done_callback(self._refills.discard)
-
-    async def _refill_one(self) -> None:
-        try:
-            worker = await self._spawn()
-        except asyncio.CancelledError:
-            raise
-        except BaseException as exc:
-            self.last_error = exc
-            log.error("causaltrace.tools: could not start a warm SQL worker: %s", exc)
-            self._ready.set()
-            return
-        self.last_error = None
-        if self._closed:
-            await worker.close()
-            return
-        self._idle.append(worker)
-        self._ready.set()
-
-    async def claim(self) -> SqlProcess:
-        """A started worker that has never served an episode (warm if one is idle)."""
-        if self._closed:
-            raise SandboxError("the SQL worker pool is closed")
-        while self._idle:
-            worker = self._idle.popleft()
-            if worker.alive:
-                return worker
-            await worker.close()
-        return await self._spawn()
-
     async def close(self) -> None:
-        self._closed = True
-        for task in list(self._refills):
-            task.cancel()
-        for task in list(self._refills):
-            with contextlib.suppress(BaseException):
-                await task
-        while self._idle:
-            await self._idle.popleft().close()
+        await super().close()
         await self.databases.close()
 
 

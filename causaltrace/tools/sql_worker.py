@@ -1,10 +1,10 @@
 """The in-sandbox process of the ``sql`` tool: one read-only DuckDB database per episode.
 
-The host (``causaltrace/tools/sql.py``) runs this file's source with ``python -I -S -B -c`` in a
+The host (``causaltrace/tools/sql.py``) runs this file as a script (``python -I -S -B``) in a
 sandbox built by the same launcher as the ``python`` tool, with only the ``duckdb`` distribution
-visible: it imports only the standard library and ``duckdb``, never ``causaltrace`` (which is
-not importable there). Protocol: each message is a 4-byte big-endian length followed by that
-many bytes of UTF-8 JSON; the host sends one request and waits for its response.
+visible: it imports only the standard library, ``worker_protocol`` (bound beside it: the pipe
+protocol, limits and serve loop the Python worker uses too) and ``duckdb``, never
+``causaltrace`` (which is not importable there).
 
 Lifecycle: apply resource limits (address space, data, CPU time, open files, processes; no file
 may be written at all), import DuckDB, answer ``{"op": "ready"}`` (the worker is now *warm*);
@@ -27,16 +27,20 @@ import datetime as _dt
 import json
 import os
 import re
-import resource
-import signal
-import struct
 import sys
 import threading
 from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
-_HEADER = struct.Struct(">I")
+if __package__:  # imported on the host, as part of causaltrace.tools
+    from causaltrace.tools import worker_protocol as protocol
+else:  # run as a script in the sandbox: only the worker files are bound beside this one
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import worker_protocol as protocol
+
+    del sys.path[0]
+
 _MAX_REQUEST = 16 * 1024 * 1024
 _MAX_CELL_CHARS = 200
 _TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -231,70 +235,6 @@ def error_text(exc: BaseException, timeout: float | None = None) -> str:
 
 
 # -- the process --------------------------------------------------------------------------------
-class _Channel:
-    """The protocol pipes, moved off fds 0/1 so that nothing DuckDB prints can corrupt them."""
-
-    def __init__(self) -> None:
-        self.rfd = os.dup(0)
-        self.wfd = os.dup(1)
-        devnull = os.open(os.devnull, os.O_RDWR)
-        os.dup2(devnull, 0)
-        os.dup2(devnull, 1)
-        os.close(devnull)
-
-    def _read_exact(self, n: int) -> bytes:
-        chunks = []
-        while n:
-            chunk = os.read(self.rfd, n)
-            if not chunk:
-                raise EOFError
-            chunks.append(chunk)
-            n -= len(chunk)
-        return b"".join(chunks)
-
-    def receive(self) -> dict:
-        (size,) = _HEADER.unpack(self._read_exact(_HEADER.size))
-        if size > _MAX_REQUEST:
-            raise EOFError
-        message = json.loads(self._read_exact(size))
-        if not isinstance(message, dict):
-            raise ValueError("a request is not an object")
-        return message
-
-    def send(self, message: dict) -> None:
-        data = json.dumps(message).encode()
-        view = memoryview(_HEADER.pack(len(data)) + data)
-        while view:
-            view = view[os.write(self.wfd, view) :]
-
-
-def _cap(kind: int, value: int) -> None:
-    _, hard = resource.getrlimit(kind)
-    if hard != resource.RLIM_INFINITY:
-        value = min(value, hard)
-    resource.setrlimit(kind, (value, value))
-
-
-def apply_limits(limits: dict, sandboxed: bool) -> None:
-    """Hard resource limits of this process (lowered only: there is no way back up).
-
-    RLIMIT_DATA bounds private writable memory (heap and anonymous mappings), which is where
-    DuckDB's list functions allocate outside its own ``memory_limit``: past it an allocation
-    fails and the query ends with an out-of-memory error. RLIMIT_AS is a looser backstop
-    (DuckDB reserves address space it never touches)."""
-    _cap(resource.RLIMIT_DATA, limits["data_bytes"])
-    _cap(resource.RLIMIT_AS, limits["data_bytes"] + 4 * 1024**3)
-    _cap(resource.RLIMIT_CPU, limits["cpu_seconds"])
-    _cap(resource.RLIMIT_FSIZE, limits["file_bytes"])
-    _cap(resource.RLIMIT_NOFILE, limits["open_files"])
-    _cap(resource.RLIMIT_CORE, 0)
-    if sandboxed:  # counted per sandbox uid or user namespace; outside, per host user
-        _cap(resource.RLIMIT_NPROC, limits["processes"])
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past RLIMIT_FSIZE fail with EFBIG
-    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as handle:
-        handle.write("1000")  # under memory pressure, the kernel kills this before the host
-
-
 class _Watchdog:
     """Interrupts the running query at its deadline (one thread for the worker's life)."""
 
@@ -345,19 +285,11 @@ class Worker:
         self.watchdog: _Watchdog | None = None
 
     def ready(self) -> dict:
-        import importlib.util
 
         import duckdb
 
         duckdb.connect(":memory:").close()  # load the library's code while warm
-        generator = [n for n in ("causaltrace", "domains") if importlib.util.find_spec(n)]
-        return {
-            "op": "ready",
-            "python": sys.version.split()[0],
-            "prefix": sys.prefix,
-            "pid": os.getpid(),
-            "generator_importable": generator,
-        }
+        return protocol.greeting()
 
     def load(self, request: dict) -> dict:
         """Open the episode's database file (built by the host) read-only, then lock it down."""
@@ -473,38 +405,11 @@ def main() -> None:
     config = json.loads(sys.argv[1])
     for path in config["site"]:
         sys.path.append(path)
-    apply_limits(config["limits"], bool(config["sandboxed"]))
-    channel = _Channel()
+    protocol.apply_limits(config["limits"], bool(config["sandboxed"]))
+    channel = protocol.Channel(_MAX_REQUEST)
     worker = Worker(config)
-    try:
-        channel.send(worker.ready())
-    except Exception as exc:  # duckdb cannot be imported: tell the host, which reports it
-        channel.send({"op": "ready", "error": f"{type(exc).__name__}: {exc}"})
-        return
-    handlers = {
-        "load": worker.load,
-        "query": worker.query,
-        "memory": worker.memory,
-        "ping": lambda r: {"ok": True},
-    }
-    while True:
-        try:
-            request = channel.receive()
-        except (EOFError, OSError, ValueError):
-            return
-        handler = handlers.get(request.get("op"))
-        if handler is None:
-            response = {"ok": False, "error": f"unknown op {request.get('op')!r}"}
-        else:
-            try:
-                response = handler(request)
-            except Exception as exc:
-                response = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
-        response["id"] = request.get("id")
-        try:
-            channel.send(response)
-        except (OSError, ValueError):
-            return
+    handlers = {"load": worker.load, "query": worker.query, "memory": worker.memory}
+    protocol.serve(channel, worker.ready, handlers)
 
 
 if __name__ == "__main__":
