@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from causaltrace.alerts import AlertReading
+from causaltrace.difficulty import Difficulty, apply_difficulty
 from causaltrace.errors import CausalTraceError
 from causaltrace.intervention_points import InterventionDraw
 from causaltrace.interventions import Intervention
@@ -63,9 +64,20 @@ class Domain(ABC):
     """
 
     name: ClassVar[str] = ""
+    # The domain's config keys that a difficulty tier may set (``difficulty.domain``), each with
+    # what it dials; see causaltrace/difficulty.py.
+    difficulty_knobs: ClassVar[Mapping[str, str]] = {}
 
     def __init__(self, config: Mapping[str, Any] | None = None):
-        self.config: dict[str, Any] = dict(config or {})
+        config = dict(config or {})
+        self.difficulty = Difficulty.from_mapping(config.pop("difficulty", None))
+        unknown = sorted(set(self.difficulty.domain) - set(self.difficulty_knobs))
+        if unknown:
+            raise DomainError(
+                f"difficulty.domain names {unknown}, which domain {self.name!r} does not declare "
+                f"as difficulty knobs; its knobs: {sorted(self.difficulty_knobs) or '(none)'}"
+            )
+        self.config: dict[str, Any] = {**config, **self.difficulty.domain}
         self._scm: SCM | None = None
 
     @abstractmethod
@@ -74,9 +86,16 @@ class Domain(ABC):
 
     @property
     def scm(self) -> SCM:
-        """The SCM, built once per domain instance (construction validates every mechanism)."""
+        """The SCM, built once per domain instance (construction validates every mechanism),
+        with its priors narrowed by the config's difficulty tier, if any."""
         if self._scm is None:
-            self._scm = self.build_scm()
+            scm = self.build_scm()
+            if not self.difficulty.is_default:
+                no_signal = frozenset(
+                    n for n, p in scm.intervention_points.items() if p.metadata.get("no_signal")
+                )
+                scm = apply_difficulty(scm, self.difficulty, no_signal)
+            self._scm = scm
         return self._scm
 
     def cause_group(self, cause: str) -> str:
@@ -105,6 +124,15 @@ class Domain(ABC):
     def kpi_totals(self, world: World, mask: np.ndarray, onset: int) -> dict[str, float]:
         """KPI totals over the cells in ``mask`` from step ``onset`` on (for oracle labels)."""
         return {}
+
+    def channel_readings(
+        self, in_slice: Mapping[str, float], overall: Mapping[str, float]
+    ) -> dict[str, float]:
+        """One world's readings of the channels causes declare (``metadata["channels"]``),
+        keyed ``channel`` or ``channel:detail``, from its :meth:`kpi_totals` inside the cause's
+        slice and over the whole panel (what a label records for both worlds), so the audit can
+        measure which channels a cause moves without re-simulating. Default: not measured."""
+        raise NotImplementedError(f"domain {self.name!r} does not measure channels")
 
     def evidence(self, tables: Mapping[str, pd.DataFrame]) -> Evidence:
         """Signature statistics read from the agent-visible tables (for the verifier)."""

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from causaltrace.alerts import AlertExplanation, explain_alert
+from causaltrace.difficulty import draw_record
 from causaltrace.domain import Background, Domain, domain_has_monitor
 from causaltrace.intervention_points import InterventionDraw
 from causaltrace.labels import KpiEffect, OracleLabel
@@ -136,7 +137,9 @@ def make_label(
     alert: AlertExplanation | None = None,
 ) -> OracleLabel:
     """The oracle label: cause, group, slice, onset, strength and counterfactual KPI effects;
-    ``extra["alert"]`` records how much of the alert the cause explains (None without one)."""
+    ``extra["alert"]`` records how much of the alert the cause explains (None without one) and
+    ``extra["difficulty"]`` the domain's difficulty knobs and where the draw fell (generation
+    adds what the verifier measured, :func:`causaltrace.generation.with_measured_difficulty`)."""
     panel = domain.scm.panel
     onset = draw.window.onset
     inside = draw.slice.mask(panel)
@@ -162,5 +165,10 @@ def make_label(
         extra={
             "profile_params": info["profile_params"],
             "alert": None if alert is None else alert.to_dict(),
+            "difficulty": {
+                "tier": domain.difficulty.tier,
+                "knobs": domain.difficulty.knobs(),
+                "draw": draw_record(draw, panel.n_time),
+            },
         },
     )

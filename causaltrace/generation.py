@@ -31,14 +31,16 @@ import shutil
 import tempfile
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from causaltrace.composition import assignments
+from causaltrace.difficulty import Difficulty
 from causaltrace.domain import Domain, domain_has_monitor, load_domain
 from causaltrace.episodes import Episode, EpisodeSpec, build_episode, build_visible, episode_id
 from causaltrace.errors import CausalTraceError
+from causaltrace.labels import OracleLabel
 from causaltrace.storage import (
     DatasetLayout,
     atomic_write_text,
@@ -128,6 +130,9 @@ class DatasetSettings:
     materialize: bool = True
     shard_size: int = 16
     max_attempts: int = 40
+    # A difficulty tier (causaltrace/difficulty.py): moved into the domain's config by Job, so
+    # that every rebuild of an episode from the manifest sees the same priors.
+    difficulty: Mapping[str, Any] | None = None
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> DatasetSettings:
@@ -152,6 +157,8 @@ class DatasetSettings:
             raise CausalTraceError(
                 f"dataset config: materialize must be true or false, got {data['materialize']!r}"
             )
+        if data.get("difficulty") is not None:
+            data["difficulty"] = Difficulty.from_mapping(data["difficulty"]).knobs()
         if not isinstance(data.get("composition", {}), Mapping):
             raise CausalTraceError(
                 f"dataset config: composition must be a mapping, got {data['composition']!r}"
@@ -186,13 +193,15 @@ class Job:
             raise CausalTraceError(
                 f"verifier config: unknown key(s) {unknown}; known: {sorted(known)}"
             )
-        return cls(
-            str(cfg["out_dir"]),
-            dict(cfg["domain"]),
-            DatasetSettings.from_mapping(cfg["dataset"]),
-            VerifierConfig(**verifier),
-            dict(cfg),
-        )
+        dataset = DatasetSettings.from_mapping(cfg["dataset"])
+        domain = dict(cfg["domain"])
+        if dataset.difficulty is not None:
+            if domain.get("difficulty") is not None:
+                raise CausalTraceError(
+                    "both dataset.difficulty and domain.difficulty are set; set one of them"
+                )
+            domain["difficulty"] = dataset.difficulty
+        return cls(str(cfg["out_dir"]), domain, dataset, VerifierConfig(**verifier), dict(cfg))
 
     def make_domain(self) -> Domain:
         config = dict(self.domain)
@@ -262,17 +271,48 @@ def verify_episode(domain: Domain, episode: Episode, verifier: VerifierConfig) -
     return Verdict(verdict.accepted, verdict.reasons, {**verdict.stats, **gate.stats})
 
 
+def typical_snr(domain: Domain, cause: str) -> float:
+    """The cause's typical detection SNR, the unit of a difficulty tier's SNR band (1 when
+    the domain declares none)."""
+    return float(domain.scm.point(cause).metadata.get("typical_snr") or 1.0)
+
+
+def with_measured_difficulty(label: OracleLabel, verdict: Verdict, typical: float) -> OracleLabel:
+    """``label`` with what the verifier measured on the accepted episode's tables added to its
+    difficulty record: the detection SNR and z of a signal cause (and the SNR in units of the
+    cause's ``typical`` SNR), the strongest scan z of any cause in a no-signal episode (its most
+    tempting false lead), and the alert's explained share."""
+    stats = verdict.stats
+    scans = [v for k, v in stats.items() if k.startswith("scan_z:")]
+    snr = stats.get("snr")
+    measured = {
+        "snr": snr,
+        "relative_snr": None if snr is None else snr / typical,
+        "z": stats.get("z"),
+        "strongest_false_lead_z": max(scans) if scans else None,
+        "alert_explained_share": stats.get("alert_explained_share"),
+    }
+    extra = dict(label.extra)
+    extra["difficulty"] = {**extra.get("difficulty", {}), "measured": measured}
+    return replace(label, extra=extra)
+
+
 def accept_episode(
     domain: Domain, spec: EpisodeSpec, verifier: VerifierConfig, max_attempts: int
 ) -> tuple[Episode, list[Verdict]]:
-    """Build attempts 0, 1, ... of an episode until the verifier accepts one."""
+    """Build attempts 0, 1, ... of an episode until the verifier accepts one (the verifier with
+    the domain's difficulty band, :meth:`Difficulty.verifier`); the accepted episode's label
+    carries the measured difficulty."""
+    typical = typical_snr(domain, spec.cause)
+    verifier = domain.difficulty.verifier(verifier, typical)
     verdicts: list[Verdict] = []
     for attempt in range(max_attempts):
         episode = build_episode(domain, spec.with_attempt(attempt))
         verdict = verify_episode(domain, episode, verifier)
         verdicts.append(verdict)
         if verdict.accepted:
-            return episode, verdicts
+            label = with_measured_difficulty(episode.label, verdict, typical)
+            return replace(episode, label=label), verdicts
     reasons = Counter(v.reason for v in verdicts)
     raise CausalTraceError(
         f"episode {spec.episode_id} ({spec.cause}, slice order {spec.slice_order}): no attempt "

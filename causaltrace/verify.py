@@ -5,7 +5,8 @@ the domain's :class:`Evidence`, built from the rendered tables alone) and checks
 cause ``c``, slice ``S`` and onset ``t0``:
 
 1. detectable: c's signature statistic on S has SNR >= ``snr`` (effect over the episode's own
-   day-to-day noise, estimated before the onset);
+   day-to-day noise, estimated before the onset), and inside ``snr_band`` where a difficulty
+   tier sets one (see causaltrace/difficulty.py);
 2. identifiable: for every parent P of S (one condition dropped) the rest of the parent, P \\ S,
    shows no such effect (SNR < ``snr``), and for every child C of S (one condition added) the
    rest of the slice, S \\ C, shows it too (SNR >= ``child_snr``). If S \\ C does not, C explains
@@ -108,6 +109,10 @@ class VerifierConfig:
     check_confusers: bool = True
     explained_share: float = 0.5  # share of the alerted move a signal cause must have made
     check_alert: bool = True  # the explained-alert gate (domains with a monitor only)
+    # A difficulty tier's band [low, high) of the detection SNR (causaltrace.difficulty; high
+    # None: unbounded). It bounds only the detection statistic: the identifiability checks keep
+    # ``snr`` (a strong tier must not demand that every sub-slice be strong too).
+    snr_band: tuple[float, float | None] | None = None
 
     @property
     def child_threshold(self) -> float:
@@ -227,6 +232,12 @@ def verify(
         snr = 0.0 if stat is None else stat.snr
         return Verdict(False, (f"undetectable:snr={snr:.2f}",), {"snr": snr})
     stats = {"snr": stat.snr, "z": stat.z}
+    if config.snr_band is not None:
+        low, high = config.snr_band
+        if stat.snr < low:
+            return Verdict(False, (f"too_weak:snr={stat.snr:.2f}",), stats)
+        if high is not None and stat.snr >= high:
+            return Verdict(False, (f"too_strong:snr={stat.snr:.2f}",), stats)
     reasons = []
     if not draw.slice.is_whole_panel:
         for parent in draw.slice.parents():

@@ -37,6 +37,11 @@ class CauseSpec:
     channels: tuple[str, ...]
     confusers: tuple[str, ...]
     account_change: str | None = None  # the change-history edit the account made, if any
+    # The median detection SNR of the cause's accepted episodes under the default account and
+    # prior (the verifier's signature statistic on the visible tables): the unit of a difficulty
+    # tier's SNR band. Measured on data/ads_test (235 episodes) with
+    # `python -m causaltrace.difficulty data/ads_test`; None for the no-signal cause.
+    typical_snr: float | None = None
 
 
 CAUSES: dict[str, CauseSpec] = {
@@ -49,6 +54,7 @@ CAUSES: dict[str, CauseSpec] = {
             ("volume",),
             ("DEMAND_SHIFT", "COMPETITIVE_PRESSURE"),
             "budget",
+            typical_snr=18.9,
         ),
         CauseSpec(
             "COMPETITIVE_PRESSURE",
@@ -56,6 +62,7 @@ CAUSES: dict[str, CauseSpec] = {
             "competitors bid up: CPCs rise and more impressions are lost on ad rank",
             ("volume", "rate"),
             ("BUDGET_CAP", "DEMAND_SHIFT"),
+            typical_snr=5.6,
         ),
         CauseSpec(
             "DEMAND_SHIFT",
@@ -63,6 +70,7 @@ CAUSES: dict[str, CauseSpec] = {
             "fewer people search or browse: auctions fall while share and rates hold",
             ("volume",),
             ("BUDGET_CAP", "COMPETITIVE_PRESSURE"),
+            typical_snr=3.5,
         ),
         CauseSpec(
             "TARGETING_EXPANSION",
@@ -71,6 +79,7 @@ CAUSES: dict[str, CauseSpec] = {
             ("mix", "rate"),
             ("BID_MODIFIER_CHANGE", "PLACEMENT_SHIFT"),
             "targeting",
+            typical_snr=4.2,
         ),
         CauseSpec(
             "PLACEMENT_SHIFT",
@@ -78,6 +87,7 @@ CAUSES: dict[str, CauseSpec] = {
             "automatic placement moved volume to a cheap, low-converting placement",
             ("mix",),
             ("TARGETING_EXPANSION", "INVALID_TRAFFIC"),
+            typical_snr=16.5,
         ),
         CauseSpec(
             "BID_MODIFIER_CHANGE",
@@ -86,6 +96,7 @@ CAUSES: dict[str, CauseSpec] = {
             ("mix", "rate"),
             ("TARGETING_EXPANSION", "COMPETITIVE_PRESSURE"),
             "bid_modifier",
+            typical_snr=5.0,
         ),
         CauseSpec(
             "CREATIVE_FATIGUE",
@@ -93,6 +104,7 @@ CAUSES: dict[str, CauseSpec] = {
             "an ad wears out: its CTR decays as its audience sees it again and again",
             ("rate",),
             ("AD_DISAPPROVAL", "DEMAND_SHIFT"),
+            typical_snr=14.9,
         ),
         CauseSpec(
             "TRACKING_OUTAGE",
@@ -100,6 +112,7 @@ CAUSES: dict[str, CauseSpec] = {
             "the conversion tag stops firing for some users; real orders are unchanged",
             ("rate",),
             ("LANDING_PAGE_BREAK", "NO_ANOMALY"),
+            typical_snr=15.4,
         ),
         CauseSpec(
             "LANDING_PAGE_BREAK",
@@ -107,6 +120,7 @@ CAUSES: dict[str, CauseSpec] = {
             "the landing page breaks for some users: real orders fall with conversions",
             ("rate",),
             ("TRACKING_OUTAGE", "INVALID_TRAFFIC"),
+            typical_snr=15.2,
         ),
         CauseSpec(
             "INVALID_TRAFFIC",
@@ -114,6 +128,7 @@ CAUSES: dict[str, CauseSpec] = {
             "bots click the ads: CTR and invalid clicks rise, conversion rate falls",
             ("rate",),
             ("LANDING_PAGE_BREAK", "PLACEMENT_SHIFT"),
+            typical_snr=14.0,
         ),
         CauseSpec(
             "AD_DISAPPROVAL",
@@ -122,6 +137,7 @@ CAUSES: dict[str, CauseSpec] = {
             ("mix", "volume"),
             ("CREATIVE_FATIGUE", "BUDGET_CAP"),
             "policy",
+            typical_snr=258.2,
         ),
         CauseSpec(
             "NO_ANOMALY",
@@ -307,6 +323,7 @@ def intervention_points(
                     "confusers": spec.confusers,
                     "account_change": spec.account_change,
                     "no_signal": spec.group == NO_SIGNAL,
+                    "typical_snr": spec.typical_snr,
                 },
             )
         )

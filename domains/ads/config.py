@@ -202,6 +202,9 @@ class AdsConfig:
     alert_window_days: int = 7
     baseline_weeks: int = 4
     decoy_edits: tuple[int, int] = (4, 10)
+    # Overrides of the background prior (domains/ads/background.py, BackgroundPrior): how many
+    # concurrent processes and decoys an episode has and how often one touches the alert window.
+    background: Mapping[str, Any] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -36,6 +37,15 @@ class AdsDomain(Domain):
     """A digital-advertising account: 12 root causes in four groups, 1D and 2D slices."""
 
     name = "ads"
+    difficulty_knobs: ClassVar[Mapping[str, str]] = {
+        "auction_dispersion": "noise overdispersion: negative-binomial shape of daily auctions "
+        "(lower is noisier)",
+        "auction_volatility": "day-to-day noise of competitors' bids per campaign and network",
+        "decoy_edits": "[low, high] harmless change-history edits per episode (decoys)",
+        "background": "concurrent processes and decoys (BackgroundPrior overrides: "
+        "count_weights, alert_probability, decoys.effectful, ...): their number and how often "
+        "one touches the alert window (plausible confounders)",
+    }
 
     def __init__(self, config: Mapping | None = None):
         super().__init__(config)
@@ -131,3 +141,8 @@ class AdsDomain(Domain):
 
     def kpi_totals(self, world: World, mask: np.ndarray, onset: int) -> dict[str, float]:
         return {k: float(world[k][mask][:, onset:].sum()) for k in LABEL_KPIS}
+
+    def channel_readings(self, in_slice, overall) -> dict[str, float]:
+        from domains.ads.channels import channel_readings
+
+        return channel_readings(in_slice, overall)

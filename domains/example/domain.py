@@ -89,7 +89,9 @@ class ExampleDomain(Domain):
                 scale_down("demand"),
                 InterventionPrior(strength=(0.15, 0.4), onset=onset, profiles=profiles),
                 "fewer people arrive, on every channel and region",
-                {"group": "site-wide"},
+                # typical_snr: the median detection SNR of accepted episodes at the default
+                # prior (`python -m causaltrace.difficulty DATASET`), the unit of SNR bands.
+                {"group": "site-wide", "typical_snr": 7.0},
             ),
             InterventionPoint(
                 "CHECKOUT_BUG",
@@ -98,7 +100,7 @@ class ExampleDomain(Domain):
                     slice_dims=SLICE_DIMS, strength=(0.3, 0.8), onset=onset, profiles=profiles
                 ),
                 "checkout breaks for some visitors: real orders fall",
-                {"group": "segment-specific", "confusers": ("TRACKING_LOSS",)},
+                {"group": "segment-specific", "confusers": ("TRACKING_LOSS",), "typical_snr": 2.3},
             ),
             InterventionPoint(
                 "TRACKING_LOSS",
@@ -107,7 +109,7 @@ class ExampleDomain(Domain):
                     slice_dims=SLICE_DIMS, strength=(0.3, 0.8), onset=onset, profiles=profiles
                 ),
                 "the order tag stops firing for some visitors: only tracked orders fall",
-                {"group": "segment-specific", "confusers": ("CHECKOUT_BUG",)},
+                {"group": "segment-specific", "confusers": ("CHECKOUT_BUG",), "typical_snr": 1.5},
             ),
         ]
         return SCM(nodes, panel, points, name="example-webshop")
@@ -159,3 +161,17 @@ class ExampleDomain(Domain):
 
     def evidence(self, tables):
         return ExampleEvidence(self.scm.panel, tables)
+
+    def channel_readings(self, in_slice, overall):
+        """``volume``: the shop's visits; ``mix``: the slice's share of them; ``rate:*``: orders
+        per visit and tracked orders per order inside the slice (for the audit)."""
+
+        def ratio(num: float, den: float) -> float:
+            return num / den if den else float("nan")
+
+        return {
+            "volume": float(overall["visits"]),
+            "mix": ratio(in_slice["visits"], overall["visits"]),
+            "rate:checkout": ratio(in_slice["orders"], in_slice["visits"]),
+            "rate:tracking": ratio(in_slice["tracked_orders"], in_slice["orders"]),
+        }

@@ -1,0 +1,229 @@
+"""The oracle: a solver that knows the SCM (its causes, candidate slices, signatures and noise
+model) and reads only an episode's visible tables.
+
+It is the yardstick of the audit: what an agent could reach if it knew everything about the
+model except the episode's hidden draw. Its likelihood is built on the domain's
+:class:`~causaltrace.verify.Evidence`, the signature statistics the verifier reads, so an
+episode the verifier accepted is one the oracle can in principle solve.
+
+Scores (log-likelihood ratios against "no effect", under the Gaussian approximation the
+statistics are built on: a statistic's ``z`` is N(0, 1) without an effect):
+
+- a hypothesis (cause c, candidate slice S) scores ``z+^2 / 2`` with ``z+ = max(z, 0)``, the
+  profile likelihood ratio of "c acts on S from the onset" (one-sided: the signature has a
+  direction) against "no effect", at the best onset of a grid (see below);
+- nested slices: the same statistic does not separate a slice from its parent or its children
+  (a 2D slice's effect also moves its 1D parent), so, as the verifier does, the score of S is
+  lowered by the evidence against "exactly S":
+
+  * for each parent P of S (one condition dropped), the rest of the parent P \\ S, compared with
+    the cells outside P, should show nothing: its ``z+^2 / 2`` is subtracted (the likelihood of
+    the rest under "no effect there");
+  * for each child C of S (one condition added, any dimension, as the verifier's
+    :func:`~causaltrace.verify.children`), the rest of the slice S \\ C, compared with the cells
+    outside S, should show S's effect: with ``e`` the effect measured on S and ``se`` the
+    standard error of the rest, its expected z is ``e / se``; the shortfall
+    ``max(e / se - z_rest, 0)^2 / 2`` of the child that contradicts S most is subtracted;
+
+- the no-signal hypothesis (each of ``domain.no_signal_causes()``) scores ``t^2 / 2 - log n``,
+  with ``t`` the verifier's Bonferroni scan threshold over every (cause, slice, onset) test the
+  oracle makes and ``n`` the geometric mean number of candidate slices per signal cause: with
+  the prior below, a signal hypothesis of a cause with ``n`` slices beats "no signal" exactly
+  when its z exceeds ``t``, so pure noise maps to the no-signal cause at the scan's
+  family-wise rate.
+
+Practical size: as the verifier's scan requires a significant *and* practically large effect
+(SNR >= ``snr``, the verifier's threshold) to say a cause fired, a hypothesis whose SNR is below
+``snr`` has its score capped where it ties the no-signal hypothesis (and ties go to no signal):
+a significant but tiny move, or a statistic whose z is overconfident, does not beat "nothing".
+
+Prior: uniform over causes, and uniform over a cause's candidate slices within it (``-log n_c``,
+a multiplicity correction of its own). Posterior: softmax of score + log prior over all
+hypotheses.
+
+Onset: the oracle does not know it. It scans a grid of onsets over the causes' prior onset
+ranges (every ``onset_step`` steps, plus the domain's alert onset) and keeps, per hypothesis,
+the onset of the largest z; the scan threshold counts the grid (Bonferroni over slices x onsets,
+conservative since neighbouring onsets are correlated).
+
+Cost: the nested refinement needs two statistics per parent and child, so it is applied
+lazily, to the best hypotheses until the ``refine_top`` best (after refinement) are all refined.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from causaltrace.domain import Domain
+from causaltrace.slices import Slice
+from causaltrace.verify import _candidates, children, scan_threshold
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    """One ranked answer: ``slice`` is canonical text (None: the whole panel or no slice);
+    ``score`` the log-likelihood ratio against no effect (before the prior); ``posterior`` its
+    posterior probability over all hypotheses."""
+
+    cause: str
+    slice: str | None
+    score: float
+    posterior: float
+    onset: int | None = None
+
+
+def posterior_margin(ranked: Sequence[Hypothesis]) -> float:
+    """Top-1 minus top-2 posterior (1.0 when there is a single hypothesis)."""
+    if not ranked:
+        return 0.0
+    second = ranked[1].posterior if len(ranked) > 1 else 0.0
+    return float(ranked[0].posterior - second)
+
+
+@dataclass
+class _Candidate:
+    cause: str
+    slice: Slice
+    mask: np.ndarray | None
+    z: float = 0.0
+    effect: float = 0.0
+    snr: float = 0.0
+    onset: int | None = None
+    penalty: float = 0.0
+    refined: bool = False
+
+    def llr(self) -> float:
+        return 0.5 * max(self.z, 0.0) ** 2 - self.penalty
+
+
+class OracleSolver:
+    """Rank every (cause, slice) hypothesis of an episode from its visible tables."""
+
+    def __init__(
+        self,
+        domain: Domain,
+        *,
+        scan_alpha: float = 0.05,
+        snr: float = 1.0,
+        onset_step: int = 2,
+        refine_top: int = 5,
+        onsets: Sequence[int] | None = None,
+    ):
+        self.domain = domain
+        self.scm = domain.scm
+        self.no_signal = tuple(domain.no_signal_causes())
+        self.signal = tuple(c for c in self.scm.intervention_points if c not in self.no_signal)
+        self.onsets = tuple(sorted(set(onsets))) if onsets else self._onset_grid(onset_step)
+        self.refine_top = max(int(refine_top), 1)
+        self.snr = float(snr)
+        self.n_slices = {c: len(_candidates(self.scm, c)) for c in self.signal}
+        tests = sum(self.n_slices.values()) * len(self.onsets)
+        self.threshold = scan_threshold(scan_alpha, tests)
+        n_causes = len(self.signal) + len(self.no_signal)
+        self.log_prior_cause = -math.log(max(n_causes, 1))
+        geo_mean = float(np.exp(np.mean([np.log(max(n, 1)) for n in self.n_slices.values()])))
+        self.null_score = 0.5 * self.threshold**2 - math.log(geo_mean) if self.signal else 0.0
+
+    def _onset_grid(self, step: int) -> tuple[int, ...]:
+        """Onsets every ``step`` steps over the union of the signal causes' prior ranges."""
+        n_time = self.scm.panel.n_time
+        first, last = n_time, -1
+        for cause in self.signal:
+            lo, hi = (o if o >= 0 else n_time + o for o in self.scm.point(cause).prior.onset)
+            first, last = min(first, lo), max(last, hi)
+        grid = set(range(first, last + 1, max(int(step), 1))) if last >= first else set()
+        alert = int(self.domain.alert_onset())
+        grid |= {alert} if 0 < alert < n_time else set()
+        return tuple(sorted(grid))
+
+    # -- the scan ------------------------------------------------------------------------------
+    def _scan(self, evidence) -> list[_Candidate]:
+        out = []
+        for cause in self.signal:
+            for sl, mask in _candidates(self.scm, cause):
+                best = _Candidate(cause, sl, mask)
+                for onset in self.onsets:
+                    stat = evidence.statistic(cause, mask, onset)
+                    if stat is not None and (best.onset is None or stat.z > best.z):
+                        best.z, best.effect, best.onset = float(stat.z), float(stat.effect), onset
+                        best.snr = float(stat.snr)
+                out.append(best)
+        return out
+
+    def _refine(self, evidence, cand: _Candidate) -> None:
+        """Subtract the evidence against "exactly this slice" (module docstring)."""
+        cand.refined = True
+        cells = cand.mask  # None: the whole panel
+        if cand.onset is None:
+            return
+        panel, onset, penalty = self.scm.panel, cand.onset, 0.0
+        if cells is not None:
+            for parent in cand.slice.parents():
+                inside_parent = parent.mask(panel)
+                rest = inside_parent & ~cells
+                if not rest.any():
+                    continue
+                stat = evidence.statistic(cand.cause, rest, onset, reference=~inside_parent)
+                if stat is not None:
+                    penalty += 0.5 * max(float(stat.z), 0.0) ** 2
+        inside = cells if cells is not None else np.ones(panel.n_cells, dtype=bool)
+        worst = 0.0
+        for child in children(panel, cand.slice):
+            sub = child.mask(panel)
+            remaining = inside & ~sub
+            if not remaining.any():
+                continue
+            stat = evidence.statistic(cand.cause, remaining, onset, reference=~inside)
+            if stat is None or not (stat.se > 0) or not math.isfinite(stat.se):
+                continue
+            expected = max(cand.effect, 0.0) / stat.se
+            worst = max(worst, 0.5 * max(expected - float(stat.z), 0.0) ** 2)
+        cand.penalty = penalty + worst
+
+    def _score(self, cand: _Candidate) -> float:
+        """The LLR; below the practical SNR it is capped where it ties "no signal"."""
+        llr = cand.llr()
+        if self.no_signal and cand.snr < self.snr:
+            llr = min(llr, self.null_score + math.log(max(self.n_slices[cand.cause], 1)))
+        return llr
+
+    def _log_weight(self, cand: _Candidate) -> float:
+        return (
+            self._score(cand) + self.log_prior_cause - math.log(max(self.n_slices[cand.cause], 1))
+        )
+
+    # -- public API ----------------------------------------------------------------------------
+    def rank(self, tables: Mapping[str, Any]) -> list[Hypothesis]:
+        """Every hypothesis, best first, with its score and posterior."""
+        evidence = self.domain.evidence(tables)
+        cands = self._scan(evidence)
+        # Lazy refinement: refine the best until the refine_top best are all refined.
+        for _ in range(len(cands)):
+            cands.sort(key=self._log_weight, reverse=True)
+            pending = [c for c in cands[: self.refine_top] if not c.refined]
+            if not pending:
+                break
+            for c in pending:
+                self._refine(evidence, c)
+        # No-signal first: a tie (a practically small effect) goes to it.
+        weights = [self.null_score + self.log_prior_cause for _ in self.no_signal]
+        names: list[tuple] = [(cause, None, self.null_score, None) for cause in self.no_signal]
+        weights += [self._log_weight(c) for c in cands]
+        names += [(c.cause, c.slice.canonical() or None, self._score(c), c.onset) for c in cands]
+        w = np.asarray(weights, dtype=np.float64)
+        post = np.exp(w - w.max())
+        post /= post.sum()
+        order = np.argsort(-w, kind="stable")
+        return [
+            Hypothesis(names[i][0], names[i][1], float(names[i][2]), float(post[i]), names[i][3])
+            for i in order
+        ]
+
+    def answer(self, tables: Mapping[str, Any]) -> Hypothesis:
+        """The top hypothesis."""
+        return self.rank(tables)[0]
