@@ -58,13 +58,11 @@ def test_tables_are_preloaded_and_namespace_persists(tools):
     out = tools.python("duckdb.sql('SELECT count(*) AS n FROM orders').fetchall()")
     assert out == "[(400,)]"
     assert "0.84" in tools.python("import scipy.stats\nscipy.stats.norm.cdf(1.0)")
+    # The table files are gone once loaded (their sizes follow their contents; see
+    # test_tools_size_channel.py): the tables live in the namespace.
     assert sorted(
         json.loads(tools.python("import json, os; print(json.dumps(os.listdir('.')))"))
-    ) == [
-        "customers.parquet",
-        "data_dictionary.json",
-        "orders.parquet",
-    ]
+    ) == ["data_dictionary.json"]
 
 
 def test_print_and_last_expression(tools):
@@ -149,7 +147,8 @@ def test_a_worker_serves_one_episode_then_dies(runtime, episode_dir):
     tools = runtime.episode(episode_dir)
     worker = tools.tools._worker
     slot = worker.slot
-    assert (slot / "episode" / "orders.parquet").exists()
+    assert (slot / "episode" / "data_dictionary.json").exists()
+    assert not (slot / "episode" / "orders.parquet").exists()  # loaded, then taken out
     assert not (slot / "episode" / "labels.jsonl").exists()
     reply = runtime._run(worker.request({"op": "load"}, 10))
     assert reply == {

@@ -99,3 +99,13 @@ class EpisodeData:
                 shutil.copyfile(source, dest)
                 os.chmod(dest, 0o644)
         os.chmod(target, 0o755)
+
+    def remove_tables_from(self, target: Path) -> None:
+        """Take the table files out of a slot once its worker has loaded them.
+
+        Their sizes follow their contents (compressed columns: a cut budget's empty evening
+        hours compress better), so a policy could read the cause from ``ls -l`` without looking
+        at the data; the tables stay in the namespace, and the data dictionary stays on disk.
+        """
+        for source in self.tables.values():
+            (target / source.name).unlink(missing_ok=True)

@@ -207,6 +207,7 @@ class EpisodeTools:
                 raise ToolError(
                     f"the python worker could not load the episode: {reply.get('error')}"
                 )
+            await asyncio.to_thread(self.episode.remove_tables_from, worker.episode_dir)
             worker.loaded = True
             return worker
         except WorkerDied as exc:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import itertools
 import json
 import os
 import re
@@ -55,19 +56,39 @@ READ_PRAGMAS = frozenset(
     {
         "collations",
         "database_list",
-        "database_size",
         "functions",
-        "metadata_info",
         "platform",
         "show",
         "show_databases",
         "show_tables",
         "show_tables_expanded",
-        "storage_info",
         "table_info",
         "user_agent",
         "version",
     }
+)
+# Functions that report how the database is stored or cached (blocks, segments and their
+# compression, memory by component): those follow the tables' contents (a constant column is
+# stored as one value), so a policy could read the cause from them without reading the data.
+# ``query`` and ``query_table`` run SQL given as a string, which the token check cannot see into.
+STORAGE_FUNCTIONS = frozenset(
+    {
+        "database_size",
+        "pragma_database_size",
+        "storage_info",
+        "pragma_storage_info",
+        "metadata_info",
+        "pragma_metadata_info",
+        "duckdb_memory",
+        "duckdb_temporary_files",
+        "duckdb_blocks",
+        "query",
+        "query_table",
+    }
+)
+STORAGE_HINT = (
+    "Error: {name}() is not available in the sql tool (functions that report how the tables "
+    "are stored, and SQL passed as a string, are refused); query the tables themselves."
 )
 PIVOT_HINT = (
     "Error: PIVOT without an IN list creates a type, and the sql tool is read-only; "
@@ -143,6 +164,17 @@ def _refuse(types: Sequence[str]) -> Refused:
     )
 
 
+def _refuse_storage_functions(text: str) -> None:
+    """Refuse a call of a :data:`STORAGE_FUNCTIONS` function anywhere in ``text`` (a name
+    token, quoted or not, followed by an opening parenthesis)."""
+    tokens = _tokens(text)
+    for (_, kind, word), nxt in itertools.pairwise(tokens):
+        if kind in ("identifier", "keyword") and nxt[2] == "(":
+            name = word.strip('"').lower()
+            if name in STORAGE_FUNCTIONS:
+                raise Refused(STORAGE_HINT.format(name=name))
+
+
 def check_statements(con, text: str, depth: int = 0, inner: bool = False) -> list:
     """The parsed statements of ``text`` if every one (and every statement nested in one) may
     run; raise :class:`Refused` otherwise. Parse errors propagate as ``duckdb.Error``.
@@ -151,6 +183,7 @@ def check_statements(con, text: str, depth: int = 0, inner: bool = False) -> lis
     """
     if depth > _MAX_DEPTH:
         raise Refused("Error: statements are nested too deeply.")
+    _refuse_storage_functions(text)
     statements = con.extract_statements(text)
     types = [s.type.name for s in statements]
     allowed = frozenset({"SELECT"}) if inner else ALLOWED_TYPES
