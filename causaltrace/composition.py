@@ -7,22 +7,117 @@ Two kinds, both domain-free and deterministic in (dataset seed, split name):
 - ``quotas``: exact counts, as in a frozen test split: ``total`` episodes, of which ``sliced``
   need a slice and ``two_d`` of those a 2D slice. Counts are spread as evenly as possible over the
   causes that can take them; the resulting list is shuffled so causes do not come in runs.
+
+Either kind may ask for **concurrent** episodes, with two simultaneous root causes:
+``concurrent: 0.3`` (a share of the split, for ``prior``) or ``concurrent: 12`` (a count, for
+``quotas``; a value below 1 is a share, a whole number >= 1 a count, for either kind). That many episodes whose first
+cause is a signal cause are picked, and each gets a second cause: a signal cause other than the
+first whose interventions target none of the SCM nodes the first one's do (a different
+mechanism). Both picks come from :func:`~causaltrace.seeds.concurrent_schedule_rng`, a stream
+of their own, so the first causes (and every single-cause episode) are the same as without
+``concurrent``. The second cause's slice order is left to its prior.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+import numpy as np
+
 from causaltrace.errors import CausalTraceError
-from causaltrace.seeds import schedule_rng
+from causaltrace.seeds import concurrent_schedule_rng, schedule_rng
 
 
 @dataclass(frozen=True)
 class Assignment:
     cause: str
     slice_order: int | None  # None: the cause's prior decides
+    also: tuple[str, ...] = ()  # the further causes of a concurrent episode (their prior decides)
+
+
+def concurrent_share(config: Mapping[str, Any]) -> float | int:
+    """The composition's ``concurrent`` value (0 without one), checked."""
+    value = config.get("concurrent", 0) or 0
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise CausalTraceError(
+            f"composition.concurrent must be a share in [0, 1) or a count >= 0, got {value!r}"
+        )
+    return value
+
+
+def allows_concurrent(config: Mapping[str, Any] | None) -> bool:
+    """Whether a composition asks for concurrent episodes (then every prompt of the split says
+    that one or more causes may be at work)."""
+    return bool(config) and concurrent_share(config) > 0
+
+
+# The SCM nodes each intervention point targets, per SCM (weakly keyed).
+_TARGETS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def target_nodes(scm, cause: str) -> frozenset[str]:
+    """The SCM nodes ``cause``'s interventions target (read off a few fixed draws of its prior,
+    so a builder whose node depends on the draw is covered)."""
+    by_cause = _TARGETS.setdefault(scm, {})
+    if cause not in by_cause:
+        point = scm.point(cause)
+        nodes: set[str] = set()
+        for seed in range(4):
+            draw = point.sample(np.random.default_rng(seed), scm.panel)
+            nodes |= {iv.node for iv in point.interventions(draw)}
+        by_cause[cause] = frozenset(nodes)
+    return by_cause[cause]
+
+
+def second_causes(scm, cause: str) -> list[str]:
+    """The causes that may act together with ``cause`` in a concurrent episode: signal causes
+    (not no-signal, with at least one intervention) other than ``cause`` whose target nodes are
+    disjoint from its own, in the SCM's order."""
+    mine = target_nodes(scm, cause)
+    out = []
+    for name, point in scm.intervention_points.items():
+        if name == cause or point.metadata.get("no_signal"):
+            continue
+        nodes = target_nodes(scm, name)
+        if nodes and not nodes & mine:
+            out.append(name)
+    return out
+
+
+def _with_concurrent(
+    scm, plan: list[Assignment], config: Mapping[str, Any], *, split: str, dataset_seed: int
+) -> list[Assignment]:
+    """``plan`` with a second cause on the share or count of episodes ``config`` asks for."""
+    value = concurrent_share(config)
+    if not value:
+        return plan
+    if value >= 1 and value != int(value):
+        raise CausalTraceError(
+            f"composition.concurrent is a share below 1 or a whole count, got {value!r}"
+        )
+    n = len(plan)
+    count = round(value * n) if value < 1 else int(value)
+    points = scm.intervention_points
+    eligible = [
+        i
+        for i, a in enumerate(plan)
+        if not points[a.cause].metadata.get("no_signal") and second_causes(scm, a.cause)
+    ]
+    if count > len(eligible):
+        raise CausalTraceError(
+            f"composition.concurrent asks for {count} concurrent episodes, but only "
+            f"{len(eligible)} of the {n} have a signal cause that another cause can join"
+        )
+    rng = concurrent_schedule_rng(dataset_seed, split)
+    chosen = sorted(int(i) for i in rng.choice(eligible, size=count, replace=False))
+    out = list(plan)
+    for i in chosen:
+        options = second_causes(scm, plan[i].cause)
+        out[i] = replace(plan[i], also=(options[int(rng.integers(len(options)))],))
+    return out
 
 
 def _even(count: int, names: Sequence[str]) -> dict[str, int]:
@@ -38,7 +133,14 @@ def _even(count: int, names: Sequence[str]) -> dict[str, int]:
 def assignments(
     scm, config: Mapping[str, Any], *, split: str, dataset_seed: int, n_episodes: int
 ) -> list[Assignment]:
-    """The cause (and slice order) of each episode index of a split."""
+    """The cause (and slice order, and any concurrent second cause) of each episode index."""
+    plan = _assignments(scm, config, split=split, dataset_seed=dataset_seed, n_episodes=n_episodes)
+    return _with_concurrent(scm, plan, config, split=split, dataset_seed=dataset_seed)
+
+
+def _assignments(
+    scm, config: Mapping[str, Any], *, split: str, dataset_seed: int, n_episodes: int
+) -> list[Assignment]:
     kind = config.get("kind", "prior")
     points = scm.intervention_points
     rng = schedule_rng(dataset_seed, split)

@@ -71,6 +71,9 @@ class Domain(ABC):
     def __init__(self, config: Mapping[str, Any] | None = None):
         config = dict(config or {})
         self.difficulty = Difficulty.from_mapping(config.pop("difficulty", None))
+        # Set by the engine (generation.Job) when the dataset's composition has concurrent
+        # episodes: then every prompt says that one or more causes may be at work.
+        self.concurrent = bool(config.pop("concurrent", False))
         unknown = sorted(set(self.difficulty.domain) - set(self.difficulty_knobs))
         if unknown:
             raise DomainError(
@@ -107,10 +110,18 @@ class Domain(ABC):
         return Background()
 
     def render(
-        self, world: World, draw: InterventionDraw, background: Background, rng: np.random.Generator
+        self,
+        world: World,
+        draw: InterventionDraw,
+        background: Background,
+        rng: np.random.Generator,
+        *,
+        also: Sequence[InterventionDraw] = (),
     ) -> dict[str, pd.DataFrame]:
         """The agent-visible tables of ``world``. ``draw`` may be used only to show what the
-        account itself did (e.g. a budget edit in the change history), never to label data."""
+        account itself did (e.g. a budget edit in the change history), never to label data.
+        ``also`` holds a concurrent episode's further draws (the engine passes it only when
+        there are some, so a domain without concurrent episodes may leave it out)."""
         raise NotImplementedError(f"domain {self.name!r} does not render tables")
 
     def data_dictionary(self) -> dict[str, dict[str, str]]:

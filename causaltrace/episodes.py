@@ -1,8 +1,15 @@
 """Episodes: a hidden cause drawn, both worlds simulated, the reports rendered, the truth kept.
 
 An :class:`EpisodeSpec` is everything needed to rebuild an episode bit for bit (dataset seed,
-split, index, accepted attempt, the cause and slice order the split's schedule assigned). It
-determines the label, so it is stored with the labels, never with what the agent sees.
+split, index, accepted attempt, the cause and slice order the split's schedule assigned, and a
+concurrent episode's further causes). It determines the label, so it is stored with the labels,
+never with what the agent sees.
+
+A concurrent episode (``spec.also``) draws each further cause's slice, strength, onset and
+profile from its own stream (:func:`causaltrace.seeds.concurrent_stream`) and applies every
+cause's interventions in the factual world; the counterfactual has none of them. A single-cause
+episode draws nothing from that stream, so its bytes are what they were before concurrent
+episodes existed.
 """
 
 from __future__ import annotations
@@ -17,8 +24,8 @@ from causaltrace.alerts import AlertExplanation, explain_alert
 from causaltrace.difficulty import draw_record
 from causaltrace.domain import Background, Domain, domain_has_monitor
 from causaltrace.intervention_points import InterventionDraw
-from causaltrace.labels import KpiEffect, OracleLabel
-from causaltrace.seeds import episode_streams
+from causaltrace.labels import ConcurrentCause, KpiEffect, OracleLabel
+from causaltrace.seeds import concurrent_stream, episode_streams
 from causaltrace.simulate import Worlds
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -36,13 +43,26 @@ class EpisodeSpec:
     cause: str
     slice_order: int | None
     attempt: int = 0
+    also: tuple[str, ...] = ()  # a concurrent episode's further causes (their priors decide)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "also", tuple(self.also))
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        if not self.also:
+            del data["also"]  # single-cause specs keep the form they had before
+        else:
+            data["also"] = list(self.also)
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> EpisodeSpec:
         return cls(**dict(data))
+
+    @property
+    def causes(self) -> tuple[str, ...]:
+        return (self.cause, *self.also)
 
     def with_attempt(self, attempt: int) -> EpisodeSpec:
         return EpisodeSpec(
@@ -53,15 +73,17 @@ class EpisodeSpec:
             self.cause,
             self.slice_order,
             attempt,
+            self.also,
         )
 
 
 @dataclass(frozen=True)
 class Episode:
     """A built episode: the agent-visible part (``tables``, ``prompt``) and the hidden part
-    (``spec``, ``draw``, ``worlds``, ``label``, ``alert``). Only the first two may reach an
-    agent. ``alert`` says how much of the prompt's alert the cause explains (None if the domain
-    has no monitor or its tables raise no alert)."""
+    (``spec``, ``draw``, ``worlds``, ``label``, ``alert``, ``also``). Only the first two may
+    reach an agent. ``alert`` says how much of the prompt's alert the cause (or the causes of a
+    concurrent episode, together) explains (None if the domain has no monitor or its tables
+    raise no alert). ``also`` holds a concurrent episode's further draws."""
 
     spec: EpisodeSpec
     draw: InterventionDraw
@@ -71,6 +93,12 @@ class Episode:
     prompt: str
     label: OracleLabel
     alert: AlertExplanation | None = None
+    also: tuple[InterventionDraw, ...] = ()
+
+    @property
+    def draws(self) -> tuple[InterventionDraw, ...]:
+        """Every cause's draw, the first cause first."""
+        return (self.draw, *self.also)
 
 
 def episode_id(split: str, index: int) -> str:
@@ -78,36 +106,72 @@ def episode_id(split: str, index: int) -> str:
     return f"{split}-{index:06d}"
 
 
+def _also_draws(
+    domain: Domain, spec: EpisodeSpec, also: tuple[InterventionDraw, ...] | None
+) -> tuple[InterventionDraw, ...]:
+    """A concurrent episode's further draws, from their own stream (none for one cause)."""
+    if also is not None:
+        return tuple(also)
+    if not spec.also:
+        return ()
+    scm = domain.scm
+    rng = concurrent_stream(spec.dataset_seed, spec.split, spec.index, spec.attempt)
+    return tuple(scm.point(cause).sample(rng, scm.panel) for cause in spec.also)
+
+
 def _simulate(
-    domain: Domain, spec: EpisodeSpec, draw: InterventionDraw | None, counterfactual: bool
+    domain: Domain,
+    spec: EpisodeSpec,
+    draw: InterventionDraw | None,
+    counterfactual: bool,
+    also: tuple[InterventionDraw, ...] | None = None,
 ):
-    """The draw, background, worlds and report stream of one attempt (deterministic in spec)."""
+    """The draws, background, worlds and report stream of one attempt (deterministic in spec).
+
+    Every cause's interventions act in the factual world (each wraps its own node's mechanism);
+    the counterfactual has none of them."""
     scm = domain.scm
     streams = episode_streams(spec.dataset_seed, spec.split, spec.index, spec.attempt)
     sampled = scm.point(spec.cause).sample(streams.draw, scm.panel, spec.slice_order)
     draw = sampled if draw is None else draw
+    also = _also_draws(domain, spec, also)
     background = domain.background(streams.background)
     base = scm.intervene(background.interventions) if background.interventions else scm
-    worlds = base.simulate(
-        scm.interventions_for(draw), seed=streams.noise, counterfactual=counterfactual
-    )
-    return draw, background, worlds, streams.render
+    interventions = scm.interventions_for(draw)
+    for other in also:
+        interventions = (*interventions, *scm.interventions_for(other))
+    worlds = base.simulate(interventions, seed=streams.noise, counterfactual=counterfactual)
+    return draw, also, background, worlds, streams.render
+
+
+def _render(domain: Domain, world, draw, also, background, rng):
+    """The domain's tables; a concurrent episode's further draws go to ``render(also=...)``
+    (a single-cause episode calls ``render`` as before)."""
+    if not also:
+        return domain.render(world, draw, background, rng)
+    return domain.render(world, draw, background, rng, also=also)
 
 
 def build_episode(
-    domain: Domain, spec: EpisodeSpec, draw: InterventionDraw | None = None
+    domain: Domain,
+    spec: EpisodeSpec,
+    draw: InterventionDraw | None = None,
+    also: tuple[InterventionDraw, ...] | None = None,
 ) -> Episode:
     """Draw, simulate, render and label one attempt of an episode (deterministic in ``spec``).
 
-    ``draw`` replaces the sampled draw (for tests and ablations that need a given slice or
-    strength); every other random stream is the spec's.
+    ``draw`` replaces the sampled draw and ``also`` a concurrent episode's further draws (for
+    tests and ablations that need a given slice or strength); every other random stream is the
+    spec's.
     """
-    draw, background, worlds, render_rng = _simulate(domain, spec, draw, counterfactual=True)
-    tables = domain.render(worlds.factual, draw, background, render_rng)
+    draw, also, background, worlds, render_rng = _simulate(
+        domain, spec, draw, counterfactual=True, also=also
+    )
+    tables = _render(domain, worlds.factual, draw, also, background, render_rng)
     prompt = domain.task_prompt(tables)
     alert = explain_episode_alert(domain, tables, worlds)
-    label = make_label(domain, spec, draw, worlds, alert)
-    return Episode(spec, draw, background, worlds, tables, prompt, label, alert)
+    label = make_label(domain, spec, draw, worlds, alert, also=also)
+    return Episode(spec, draw, background, worlds, tables, prompt, label, alert, also)
 
 
 def explain_episode_alert(
@@ -124,8 +188,8 @@ def explain_episode_alert(
 def build_visible(domain: Domain, spec: EpisodeSpec) -> tuple[dict[str, pd.DataFrame], str]:
     """Only what the agent sees of an episode (its tables and prompt), the same bytes as
     :func:`build_episode` gives, without the counterfactual world or the label."""
-    draw, background, worlds, render_rng = _simulate(domain, spec, None, counterfactual=False)
-    tables = domain.render(worlds.factual, draw, background, render_rng)
+    draw, also, background, worlds, render_rng = _simulate(domain, spec, None, counterfactual=False)
+    tables = _render(domain, worlds.factual, draw, also, background, render_rng)
     return tables, domain.task_prompt(tables)
 
 
@@ -135,20 +199,42 @@ def make_label(
     draw: InterventionDraw,
     worlds: Worlds,
     alert: AlertExplanation | None = None,
+    also: tuple[InterventionDraw, ...] = (),
 ) -> OracleLabel:
     """The oracle label: cause, group, slice, onset, strength and counterfactual KPI effects;
     ``extra["alert"]`` records how much of the alert the cause explains (None without one) and
     ``extra["difficulty"]`` the domain's difficulty knobs and where the draw fell (generation
-    adds what the verifier measured, :func:`causaltrace.generation.with_measured_difficulty`)."""
+    adds what the verifier measured, :func:`causaltrace.generation.with_measured_difficulty`).
+    A concurrent episode's further causes are the label's ``also``; every effect is then the
+    causes' together (factual with all of them against the counterfactual with none)."""
     panel = domain.scm.panel
     onset = draw.window.onset
     inside = draw.slice.mask(panel)
     everywhere = np.ones(panel.n_cells, dtype=bool)
 
-    def effects(mask: np.ndarray) -> dict[str, KpiEffect]:
+    def effects(mask: np.ndarray, onset: int = onset) -> dict[str, KpiEffect]:
         fact = domain.kpi_totals(worlds.factual, mask, onset)
         counter = domain.kpi_totals(worlds.counterfactual, mask, onset)
         return {k: KpiEffect(float(fact[k]), float(counter[k])) for k in fact}
+
+    def concurrent(other: InterventionDraw) -> ConcurrentCause:
+        start = other.window.onset
+        details = other.as_dict()
+        return ConcurrentCause(
+            cause=other.point,
+            group=domain.cause_group(other.point),
+            slice=other.slice.canonical() or None,
+            onset=start,
+            onset_time=str(panel.time.values[start]),
+            strength=float(other.strength),
+            profile=details["profile"],
+            effect_in_slice=effects(other.slice.mask(panel), start),
+            effect_overall=effects(everywhere, start),
+            extra={
+                "profile_params": details["profile_params"],
+                "draw": draw_record(other, panel.n_time),
+            },
+        )
 
     info = draw.as_dict()
     return OracleLabel(
@@ -171,4 +257,5 @@ def make_label(
                 "draw": draw_record(draw, panel.n_time),
             },
         },
+        also=tuple(concurrent(other) for other in also),
     )

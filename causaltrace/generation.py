@@ -29,13 +29,14 @@ import math
 import os
 import shutil
 import tempfile
+import weakref
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from causaltrace.composition import assignments
+from causaltrace.composition import allows_concurrent, assignments
 from causaltrace.difficulty import Difficulty
 from causaltrace.domain import Domain, domain_has_monitor, load_domain
 from causaltrace.episodes import Episode, EpisodeSpec, build_episode, build_visible, episode_id
@@ -51,7 +52,7 @@ from causaltrace.storage import (
     sha256_file,
     write_episode_dir,
 )
-from causaltrace.verify import Verdict, VerifierConfig, verify, verify_alert
+from causaltrace.verify import Verdict, VerifierConfig, verify, verify_alert, verify_concurrent
 
 FORMAT = "causaltrace-dataset/1"
 # Parts of the causaltrace package that take no part in generating a dataset: editing them
@@ -201,6 +202,12 @@ class Job:
                     "both dataset.difficulty and domain.difficulty are set; set one of them"
                 )
             domain["difficulty"] = dataset.difficulty
+        if allows_concurrent(dataset.composition):
+            # Every prompt of a split with concurrent episodes says that one or more causes may
+            # be at work: the domain learns it from its config, like the difficulty, so that
+            # every rebuild of an episode from the manifest writes the same prompt. Set only
+            # when true, so a single-cause split's config (and manifest) is as before.
+            domain["concurrent"] = True
         return cls(str(cfg["out_dir"]), domain, dataset, VerifierConfig(**verifier), dict(cfg))
 
     def make_domain(self) -> Domain:
@@ -251,6 +258,11 @@ def verify_episode(domain: Domain, episode: Episode, verifier: VerifierConfig) -
     The gate runs first and a rejection there stops the attempt (the verifier's scans cost far
     more, and an episode whose prompt names an alert that did not fire, or that the cause did
     not make, is unusable whatever they find). An accepted verdict carries both stages' stats.
+
+    A concurrent episode (``episode.also``) passes the gate for its causes together, then
+    :func:`~causaltrace.verify.verify_concurrent`: every cause must be detectable and
+    identifiable on its own slice (a further cause with ``verifier`` without its band, banded
+    by the domain's difficulty for that cause's typical SNR).
     """
     gate = None
     if domain_has_monitor(domain):
@@ -258,14 +270,31 @@ def verify_episode(domain: Domain, episode: Episode, verifier: VerifierConfig) -
         gate = verify_alert(episode.alert, signal=signal, config=verifier)
         if not gate.accepted:
             return gate
-    verdict = verify(
-        domain.scm,
-        domain.evidence(episode.tables),
-        episode.draw,
-        alert_onset=domain.alert_onset(),
-        no_signal=domain.no_signal_causes(),
-        config=verifier,
-    )
+    if episode.also:
+        unbanded = replace(verifier, snr_band=None)
+        verdict = verify_concurrent(
+            domain.scm,
+            domain.evidence(episode.tables),
+            episode.draws,
+            alert_onset=domain.alert_onset(),
+            no_signal=domain.no_signal_causes(),
+            configs=[
+                verifier,
+                *(
+                    domain.difficulty.verifier(unbanded, typical_snr(domain, d.point))
+                    for d in episode.also
+                ),
+            ],
+        )
+    else:
+        verdict = verify(
+            domain.scm,
+            domain.evidence(episode.tables),
+            episode.draw,
+            alert_onset=domain.alert_onset(),
+            no_signal=domain.no_signal_causes(),
+            config=verifier,
+        )
     if gate is None or not gate.stats:
         return verdict
     return Verdict(verdict.accepted, verdict.reasons, {**verdict.stats, **gate.stats})
@@ -292,8 +321,33 @@ def with_measured_difficulty(label: OracleLabel, verdict: Verdict, typical: floa
         "strongest_false_lead_z": max(scans) if scans else None,
         "alert_explained_share": stats.get("alert_explained_share"),
     }
+    if label.also:  # a concurrent episode: what the verifier measured for its second cause
+        measured["second"] = {
+            "cause": label.also[0].cause,
+            "snr": stats.get("second:snr"),
+            "z": stats.get("second:z"),
+        }
     extra = dict(label.extra)
     extra["difficulty"] = {**extra.get("difficulty", {}), "measured": measured}
+    return replace(label, extra=extra)
+
+
+_ORACLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def with_oracle_reading(label: OracleLabel, domain: Domain, tables) -> OracleLabel:
+    """``label`` with the oracle's reading of the accepted episode's tables added to its
+    measured difficulty: its answer, its posterior margin and the posterior it puts on the
+    truth (``causaltrace.audit.oracle``: the model known, the draw not)."""
+    from causaltrace.audit.oracle import OracleSolver, oracle_reading
+
+    if domain not in _ORACLES:
+        _ORACLES[domain] = OracleSolver(domain)
+    reading = oracle_reading(_ORACLES[domain], tables, label.causes)
+    extra = dict(label.extra)
+    difficulty = dict(extra.get("difficulty", {}))
+    difficulty["measured"] = {**difficulty.get("measured", {}), **reading}
+    extra["difficulty"] = difficulty
     return replace(label, extra=extra)
 
 
@@ -312,10 +366,12 @@ def accept_episode(
         verdicts.append(verdict)
         if verdict.accepted:
             label = with_measured_difficulty(episode.label, verdict, typical)
+            label = with_oracle_reading(label, domain, episode.tables)
             return replace(episode, label=label), verdicts
     reasons = Counter(v.reason for v in verdicts)
+    causes = " + ".join(spec.causes)
     raise CausalTraceError(
-        f"episode {spec.episode_id} ({spec.cause}, slice order {spec.slice_order}): no attempt "
+        f"episode {spec.episode_id} ({causes}, slice order {spec.slice_order}): no attempt "
         f"accepted in {max_attempts}; rejections {dict(reasons)}. A cause that is this hard to "
         f"verify is a domain bug (its prior draws effects the tables cannot show)."
     )
@@ -337,6 +393,7 @@ def generate_shard(job: Job, domain: Domain, shard: int, plan, progress=None) ->
             ds.seed,
             assignment.cause,
             assignment.slice_order,
+            also=assignment.also,
         )
         episode, verdicts = accept_episode(domain, spec, job.verifier, ds.max_attempts)
         attempts += len(verdicts)
@@ -351,16 +408,17 @@ def generate_shard(job: Job, domain: Domain, shard: int, plan, progress=None) ->
         index_rows.append({"episode_id": spec.episode_id, "prompt": episode.prompt})
         spec_rows.append(episode.spec.to_dict())
         label_rows.append(episode.label.to_dict())
-        stat_rows.append(
-            {
-                "episode_id": spec.episode_id,
-                "cause": spec.cause,
-                "slice_order": spec.slice_order,
-                "attempts": len(verdicts),
-                "rejections": [list(v.reasons) for v in verdicts if not v.accepted],
-                "accepted_stats": verdicts[-1].stats,
-            }
-        )
+        stat_row = {
+            "episode_id": spec.episode_id,
+            "cause": spec.cause,
+            "slice_order": spec.slice_order,
+            "attempts": len(verdicts),
+            "rejections": [list(v.reasons) for v in verdicts if not v.accepted],
+            "accepted_stats": verdicts[-1].stats,
+        }
+        if spec.also:  # (single-cause rows keep the form they had before)
+            stat_row["also"] = list(spec.also)
+        stat_rows.append(stat_row)
         if progress is not None:
             progress(len(verdicts))
     atomic_write_text(layout.index(shard), jsonl(index_rows))

@@ -18,6 +18,11 @@ cause ``c``, slice ``S`` and onset ``t0``:
 4. for a no-signal cause: no cause's signature fires on any of its candidate slices at the alert
    window.
 
+A concurrent episode (two simultaneous causes) is accepted by :func:`verify_concurrent` only if
+*each* cause passes 1-3 on its own slice, with the other true cause not counted as a confuser
+of it (it is at work, so its signature may fire); a further cause's rejection reasons carry the
+prefix ``second_`` (``second_undetectable``, ``second_parent_explains``, ...).
+
 For a domain with a monitoring rule, :func:`verify_alert` adds a gate that reads the hidden
 counterfactual (so it is not part of :func:`verify`, which reads the tables only): the prompt's
 alert must fire, and for a signal cause the cause must explain at least ``explained_share`` of
@@ -204,9 +209,14 @@ def verify(
     alert_onset: int,
     no_signal: Iterable[str],
     config: VerifierConfig = VerifierConfig(),
+    also_true: Iterable[str] = (),
 ) -> Verdict:
-    """Accept or reject one episode, reading only ``evidence`` (built from its tables)."""
+    """Accept or reject one episode, reading only ``evidence`` (built from its tables).
+
+    ``also_true`` names the other true causes of a concurrent episode: they are never counted
+    as confusers of ``draw``'s cause."""
     no_signal = set(no_signal)
+    also_true = set(also_true)
     panel = scm.panel
     cause, onset = draw.point, draw.window.onset
     if cause in no_signal:
@@ -265,7 +275,7 @@ def verify(
                 break
     if config.check_confusers:
         for other in scm.point(cause).metadata.get("confusers", ()):
-            if other in no_signal or other == cause:
+            if other in no_signal or other == cause or other in also_true:
                 continue
             found = scan_stats(evidence, scm, other, onset)
             threshold = scan_threshold(config.scan_alpha, len(found))
@@ -274,6 +284,52 @@ def verify(
             stats[f"confuser_z:{other}"] = max((st.z for _, st in found), default=0.0)
             if fired:
                 reasons.append(f"confusable:{other}@{where or 'all'}")
+    return Verdict(not reasons, tuple(reasons), stats)
+
+
+SECOND = "second_"
+
+
+def verify_concurrent(
+    scm,
+    evidence: Evidence,
+    draws: Iterable[InterventionDraw],
+    *,
+    alert_onset: int,
+    no_signal: Iterable[str],
+    configs: Iterable[VerifierConfig],
+) -> Verdict:
+    """Accept a concurrent episode only if every cause's draw passes :func:`verify` on its own
+    slice (``configs``: one verifier per draw, e.g. each with its cause's difficulty band),
+    with the other true causes not counted as its confusers.
+
+    The first cause's reasons and stats are :func:`verify`'s; a further cause's reasons carry
+    the prefix ``second_`` (``second_undetectable:snr=0.40``) and its stats the prefix
+    ``second:`` (``second:snr``). Every draw is checked (so the stats hold both), and a
+    no-signal cause is refused outright: a concurrent episode has signal causes only.
+    """
+    draws, configs = list(draws), list(configs)
+    no_signal = set(no_signal)
+    causes = [d.point for d in draws]
+    if len(configs) != len(draws):
+        raise ValueError(f"verify_concurrent: {len(draws)} draws but {len(configs)} configs")
+    if len(set(causes)) != len(causes) or any(c in no_signal for c in causes):
+        raise ValueError(f"a concurrent episode needs distinct signal causes, got {causes}")
+    reasons: list[str] = []
+    stats: dict[str, float] = {}
+    for i, (draw, config) in enumerate(zip(draws, configs, strict=True)):
+        verdict = verify(
+            scm,
+            evidence,
+            draw,
+            alert_onset=alert_onset,
+            no_signal=no_signal,
+            config=config,
+            also_true=[c for c in causes if c != draw.point],
+        )
+        prefix = "" if i == 0 else SECOND
+        reasons += [prefix + r for r in verdict.reasons]
+        stats.update({(f"second:{k}" if i else k): v for k, v in verdict.stats.items()})
     return Verdict(not reasons, tuple(reasons), stats)
 
 
@@ -288,7 +344,10 @@ def verify_alert(
     (``alert_unexplained``) and the alert must not fire without it (``alert_without_cause``):
     otherwise the prompt points at a movement the answer does not account for. A no-signal
     episode's alert is a false alarm by construction, so only its existence is checked. With
-    ``config.check_alert`` off nothing is rejected; the share is recorded either way.
+    ``config.check_alert`` off nothing is rejected; the share is recorded either way. For a
+    concurrent episode the explanation is already the causes' together (the counterfactual
+    world has none of them): the pair must make ``explained_share`` of the move, and the alert
+    must not fire without both.
     """
     if explanation is None:
         reasons = ("no_alert",) if config.check_alert else ()

@@ -180,9 +180,11 @@ def test_harmless_edits_carry_no_intervention(preset):
                 assert iv.node == "bid"
                 assert iv.factor == pytest.approx(1 + int(edit.new_value[:-1]) / 100, abs=1e-12)
                 assert served(panel, edit.campaign, edit.target)
+            elif decoy.kind == "budget_raise":
+                assert iv.node == "daily_budget" and 1.15 <= iv.factor <= 1.6
             else:
-                assert decoy.kind == "budget_raise" and iv.node == "daily_budget"
-                assert 1.15 <= iv.factor <= 1.6
+                assert decoy.kind == "budget_cut" and iv.node == "daily_budget"
+                assert iv.factor <= 0.92
 
 
 def test_edits_are_logged_when_their_process_acts(preset):
@@ -559,6 +561,55 @@ def test_budget_raise_decoy_changes_the_budget_not_the_delivery(preset):
         for decoy in bg.notes["decoys"]:
             if decoy.kind == "budget_raise":
                 assert headroom[decoy.details["campaign"]] >= 1.35
+
+
+def test_budget_cut_decoy_does_not_bind(preset):
+    """A cut decoy has the form of BUDGET_CAP's edit but leaves the budget at least 1.3x the
+    campaign's typical spend: delivery is unchanged wherever the cut budget still does not bind
+    (pacing 1 in the factual world), and it binds on under 5% of the campaign's days. A preset
+    without a campaign that has the headroom draws no cut at all."""
+    domain = domain_of(preset)
+    panel = domain.scm.panel
+    headroom = {c.name: c.budget_headroom for c in domain.settings.campaigns}
+    served = set(panel.dimension("campaign").levels)
+    if not any(h * 0.92 > 1.3 for name, h in headroom.items() if name in served):
+        kinds = {d.kind for bg in backgrounds(preset, range(300)) for d in bg.notes["decoys"]}
+        assert "budget_cut" not in kinds
+        return
+    limited = []
+    for nth in range(3):
+        seed, decoy = find_nth(preset, "budget_cut", nth)
+        (iv,) = decoy.interventions
+        assert headroom[decoy.details["campaign"]] * iv.factor >= 1.3 - 1e-9
+        assert iv.factor <= 0.92
+        fact, cf = compare(preset, iv, seed)
+        cells = iv.where.mask(panel)
+        free = np.broadcast_to(fact["pacing"] == 1.0, panel.shape) | ~cells[:, None]
+        limited.append(1.0 - free[cells].mean())
+        for node in ("impressions", "clicks", "cost", "conversions", "conversion_value"):
+            assert np.array_equal(fact[node][free], cf[node][free]), node
+    assert max(limited) < 0.05
+
+
+def test_every_cause_edit_kind_has_a_decoy_of_the_same_form(preset):
+    """Budget cuts (where a campaign has the headroom) and widened targeting (audience or
+    location, 1D or 2D) appear among the decoys, so the kind of an edit alone does not name
+    BUDGET_CAP or TARGETING_EXPANSION."""
+    forms = set()
+    for bg in backgrounds(preset, range(120)):
+        for decoy in bg.notes["decoys"]:
+            forms.add(decoy.kind)
+        for edit in bg.notes["effect_free"]:
+            if edit.field in ("optimized_targeting", "location_options"):
+                forms.add((edit.field, edit.target.count("&") + 1))
+    assert {"budget_raise", "bid_adjustment"} <= forms
+    spare = [c for c in domain_of(preset).settings.campaigns if c.budget_headroom * 0.92 > 1.3]
+    assert ("budget_cut" in forms) == any(
+        c.name in domain_of(preset).scm.panel.dimension("campaign").levels for c in spare
+    )
+    assert {("optimized_targeting", 1), ("optimized_targeting", 2), ("location_options", 1)} <= (
+        forms
+    )
 
 
 def test_bid_adjustment_decoy_moves_its_slice_only(preset):

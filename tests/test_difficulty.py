@@ -135,6 +135,8 @@ def test_accepted_episodes_hold_the_snr_band_and_record_it(banded):
         measured = record["measured"]
         assert max(0.5 * typical, 1.0) <= measured["snr"] < 1.0 * typical
         assert measured["relative_snr"] == pytest.approx(measured["snr"] / typical)
+        assert 0.0 <= measured["oracle_margin"] <= 1.0
+        assert 0.0 <= measured["oracle_posterior_true"] <= 1.0
         assert record["draw"]["profile"] == "step"
         order = len(label["slice"].split("&")) if label["slice"] else 0
         assert record["draw"]["slice_order"] == order
@@ -159,6 +161,23 @@ def test_tiers_separate_measured_snr(banded, tmp_path):
         return [lab["extra"]["difficulty"]["measured"]["relative_snr"] for lab in labels.values()]
 
     assert max(relative(weak)) < 1.0 < 1.2 <= min(relative(strong))
+
+    # The oracle (the model known, the draw not) finds the strong tier's causes at least as
+    # often as the weak tier's, and puts no less posterior on the truth on average.
+    def oracle(labels, key):
+        return [lab["extra"]["difficulty"]["measured"][key] for lab in labels.values()]
+
+    def hits(labels):
+        return [
+            m["oracle_answer"]["cause"] == lab["cause"]
+            for lab in labels.values()
+            for m in [lab["extra"]["difficulty"]["measured"]]
+        ]
+
+    assert np.mean(hits(strong)) >= np.mean(hits(weak))
+    assert np.mean(oracle(strong, "oracle_posterior_true")) >= np.mean(
+        oracle(weak, "oracle_posterior_true")
+    )
     assert Counter(lab["extra"]["difficulty"]["tier"] for lab in strong.values()) == {"strong": 12}
 
 

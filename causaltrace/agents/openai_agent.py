@@ -307,9 +307,7 @@ class OpenAIAgent(Agent):
 
     # -- the episode --------------------------------------------------------------------
     async def run(self, session, rng: np.random.Generator) -> None:
-        from causaltrace.env.session import tool_schemas_for
-
-        tools = tool_schemas_for(session.source.answer_space)
+        tools = session.source.tool_schemas()
         messages: list[dict[str, Any]] = []
         if self.system_prompt:
             messages.append({"role": "system", "content": str(self.system_prompt)})

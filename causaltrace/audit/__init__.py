@@ -15,7 +15,7 @@ report with figures; each module here is one section (see docs/audit.md):
 The package is domain-free: a domain is loaded by name through :func:`causaltrace.load_domain`.
 """
 
-from causaltrace.audit.oracle import Hypothesis, OracleSolver, posterior_margin
+from causaltrace.audit.oracle import Hypothesis, OracleSolver, oracle_reading, posterior_margin
 from causaltrace.audit.stats import wilson
 
-__all__ = ["Hypothesis", "OracleSolver", "posterior_margin", "wilson"]
+__all__ = ["Hypothesis", "OracleSolver", "oracle_reading", "posterior_margin", "wilson"]

@@ -227,3 +227,22 @@ class OracleSolver:
     def answer(self, tables: Mapping[str, Any]) -> Hypothesis:
         """The top hypothesis."""
         return self.rank(tables)[0]
+
+
+def oracle_reading(
+    solver: OracleSolver, tables: Mapping[str, Any], truth: Sequence[tuple[str, str | None]]
+) -> dict[str, Any]:
+    """What the oracle makes of an episode whose true ``(cause, slice)`` pairs are ``truth``:
+    its top answer, its posterior margin (top-1 minus top-2) and the posterior it puts on the
+    truth. Generation records this in each label's difficulty (``measured``): a small margin or
+    a small posterior on the truth marks an episode that is hard even knowing the model."""
+    ranked = solver.rank(tables)
+    wanted = {(cause, slice_ or None) for cause, slice_ in truth}
+    top = ranked[0] if ranked else None
+    return {
+        "oracle_answer": None if top is None else {"cause": top.cause, "slice": top.slice},
+        "oracle_margin": posterior_margin(ranked),
+        "oracle_posterior_true": float(
+            sum(h.posterior for h in ranked if (h.cause, h.slice) in wanted)
+        ),
+    }

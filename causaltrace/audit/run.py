@@ -330,8 +330,11 @@ def _probes(r: Report, leaks: Sequence[ProbeResult], shortcut: ProbeResult) -> N
         "each level), float formatting (most decimals of a nonzero value). Verdict `leak` when the lower end of the "
         "accuracy's Wilson interval is above chance. File sizes and the prompt's length are "
         "probed apart: they follow the content (compressed data, the alert's text), so above "
-        "chance there says the bytes' size alone gives the cause away, which an agent could "
-        "exploit with `ls -l`."
+        "chance there says the stored bytes' size alone gives the cause away. The agent tools "
+        "do not show them: the python tool takes the table files out of the sandbox once they "
+        "are loaded, and the sql tool refuses the functions that report storage "
+        "(tests/test_tools_size_channel.py); the prompt's length follows the alert it names, "
+        "which the agent is meant to read."
     )
     for probe in leaks:
         what = PROBE_TITLES.get(probe.name, probe.name)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from typing import Any, ClassVar
 
-from causaltrace.env.session import DiagnosisSession, EnvConfig, tool_schemas_for
+from causaltrace.env.session import DiagnosisSession, EnvConfig
 from causaltrace.env.source import DatasetSource
 
 
@@ -42,7 +42,7 @@ class DiagnosisEnv:
     @property
     def tools(self) -> list[dict[str, Any]]:
         """The tool schemas to give the model (OpenAI function-calling format)."""
-        return tool_schemas_for(self.source.answer_space)
+        return self.source.tool_schemas()
 
     @property
     def session(self) -> DiagnosisSession | None:

@@ -60,3 +60,15 @@ class DatasetSource:
         from causaltrace.scoring import AnswerSpace
 
         return AnswerSpace.from_scm(self.domain.scm)
+
+    @cached_property
+    def concurrent(self) -> bool:
+        """Whether the dataset's episodes may have several causes (its submit tool then takes
+        a list of causes, and every prompt says so)."""
+        return bool(self.domain.concurrent)
+
+    def tool_schemas(self) -> list[dict]:
+        """sql, python and this dataset's submit, in OpenAI function-calling format."""
+        from causaltrace.env.session import tool_schemas_for
+
+        return tool_schemas_for(self.answer_space, self.concurrent)

@@ -229,7 +229,7 @@ async def evaluate(
     ``rerun_errors`` is set and their line records an error. ``episode_timeout`` (seconds) ends
     an episode whose agent takes longer, as an error.
     """
-    from causaltrace.env.session import DiagnosisSession, EnvConfig, tool_schemas_for
+    from causaltrace.env.session import DiagnosisSession, EnvConfig
     from causaltrace.tools import ToolRuntime
 
     if concurrency < 1:
@@ -242,7 +242,7 @@ async def evaluate(
     results_path = out / RESULTS_FILE
 
     selection = _select(source, episodes, limit)
-    info = run_info(agent, source, seed, env_config, tool_schemas_for(source.answer_space))
+    info = run_info(agent, source, seed, env_config, source.tool_schemas())
     run_path = out / RUN_FILE
     if run_path.exists():
         _check_resume(json_load(run_path), info)

@@ -18,6 +18,17 @@ form ``{"channel": "search", "region": "north"}``, or ``null``/absent for causes
 
 Any other key is a format error unless the parse policy allows extra keys.
 
+Several causes (an episode may have more than one root cause at work) are given as a list in
+place of ``root_cause`` and ``slice``::
+
+    {"causes": [{"root_cause": "CHECKOUT_BUG", "slice": "channel=search"},
+                {"root_cause": "TRAFFIC_DROP", "slice": null}]}
+
+Each entry has the keys ``root_cause`` and ``slice`` only; the list holds one to
+``MAX_CAUSES`` entries with no cause named twice. The first entry is the answer's
+``root_cause``/``slice`` (what ``ranking``, ``impact`` and ``onset`` refer to) and the others
+its ``also``. A one-entry list is the same answer as the single form.
+
 :class:`AnswerSpace` holds what a reward worker needs to check and score answers without the SCM:
 the cause names, which causes take a slice, each cause's group, the panel's dimensions, levels
 and leaf cells (slice Jaccard is computed over leaf cells). Build it with
@@ -40,8 +51,9 @@ from causaltrace.slices import parse_slice
 
 NO_SIGNAL_GROUP = "no-signal"
 DEFAULT_GROUP = "default"
-ANSWER_KEYS = ("root_cause", "slice", "ranking", "impact", "onset")
+ANSWER_KEYS = ("root_cause", "slice", "ranking", "impact", "onset", "causes")
 MAX_RANKING = 64
+MAX_CAUSES = 64
 
 
 class AnswerFormatError(CausalTraceError):
@@ -73,13 +85,22 @@ class Impact:
 
 @dataclass(frozen=True)
 class Answer:
-    """A validated answer. ``slice`` is canonical text or ``None`` (no slice / whole panel)."""
+    """A validated answer. ``slice`` is canonical text or ``None`` (no slice / whole panel).
+
+    ``also`` holds the further causes of an answer that names several (``{"causes": [...]}``);
+    :attr:`causes` is every answered ``Candidate``, the first one first."""
 
     root_cause: str
     slice: str | None = None
     ranking: tuple[Candidate, ...] = ()
     impact: Impact | None = None
     onset: str | int | None = None
+    also: tuple[Candidate, ...] = ()
+
+    @property
+    def causes(self) -> tuple[Candidate, ...]:
+        """Every answered cause with its slice (one for a single-cause answer)."""
+        return (Candidate(self.root_cause, self.slice), *self.also)
 
     @property
     def ranked(self) -> tuple[Candidate, ...]:
@@ -88,6 +109,8 @@ class Answer:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"root_cause": self.root_cause, "slice": self.slice}
+        if self.also:
+            out = {"causes": [c.to_dict() for c in self.causes]}
         if self.ranking:
             out["ranking"] = [c.to_dict() for c in self.ranking]
         if self.impact is not None:
@@ -416,13 +439,19 @@ class AnswerSpace:
             raise AnswerFormatError(
                 f"unknown answer key(s) {shown}; an answer has keys {', '.join(ANSWER_KEYS)}"
             )
-        if "root_cause" not in obj:
-            raise AnswerFormatError("the answer has no 'root_cause'")
-        cause = self.check_cause(obj["root_cause"])
-        sl = self.canonical_slice(obj.get("slice"))
-        if sl is not None and cause not in self.sliced:
-            notes.append(f"slice {sl!r} ignored: {cause} takes no slice")
-            sl = None
+        also: tuple[Candidate, ...] = ()
+        if "causes" in obj:
+            if "root_cause" in obj or "slice" in obj:
+                raise AnswerFormatError(
+                    "an answer has either 'root_cause' and 'slice' (one cause) or 'causes' "
+                    "(a list of them), not both"
+                )
+            first, *rest = self._causes(obj["causes"], notes)
+            cause, sl, also = first.root_cause, first.slice, tuple(rest)
+        else:
+            if "root_cause" not in obj:
+                raise AnswerFormatError("the answer has no 'root_cause' (nor 'causes')")
+            cause, sl = self._entry(obj["root_cause"], obj.get("slice"), notes)
         ranking = self._ranking(obj.get("ranking"), cause, sl) if "ranking" in obj else ()
         impact = self._impact(obj["impact"]) if obj.get("impact") is not None else None
         onset = obj.get("onset")
@@ -433,7 +462,56 @@ class AnswerSpace:
             raise AnswerFormatError("onset must be a date text or a time index")
         if isinstance(onset, str):
             onset = onset.strip()
-        return Answer(cause, sl, ranking, impact, onset), tuple(notes)
+        return Answer(cause, sl, ranking, impact, onset, also), tuple(notes)
+
+    def _entry(self, cause: Any, slice_value: Any, notes: list[str]) -> tuple[str, str | None]:
+        """One cause and its canonical slice (dropped, with a note, for a cause without one)."""
+        cause = self.check_cause(cause)
+        sl = self.canonical_slice(slice_value)
+        if sl is not None and cause not in self.sliced:
+            notes.append(f"slice {sl!r} ignored: {cause} takes no slice")
+            sl = None
+        return cause, sl
+
+    def _causes(self, value: Any, notes: list[str]) -> list[Candidate]:
+        """The entries of a ``causes`` list, each named by its position in errors."""
+        if not isinstance(value, list):
+            raise AnswerFormatError(
+                "causes must be a list of {'root_cause', 'slice'} objects, got "
+                f"{_type_name(value)}"
+            )
+        if not value:
+            raise AnswerFormatError("causes is an empty list; name at least one cause")
+        if len(value) > MAX_CAUSES:
+            raise AnswerFormatError(f"causes has {len(value)} entries; at most {MAX_CAUSES}")
+        out: list[Candidate] = []
+        seen: dict[str, int] = {}
+        for i, entry in enumerate(value):
+            where = f"causes[{i}]"
+            if not isinstance(entry, Mapping):
+                raise AnswerFormatError(
+                    f"{where} must be an object {{'root_cause', 'slice'}}, got {_type_name(entry)}"
+                )
+            extra = [k for k in entry if k not in ("root_cause", "slice")]
+            if extra:
+                shown = ", ".join(repr(k)[:40] for k in extra[:5])
+                raise AnswerFormatError(
+                    f"{where} has unknown key(s) {shown}; an entry has keys root_cause and slice"
+                )
+            if "root_cause" not in entry:
+                raise AnswerFormatError(f"{where} has no 'root_cause'")
+            try:
+                cause, sl = self._entry(entry["root_cause"], entry.get("slice"), notes)
+            except AnswerFormatError as exc:
+                raise AnswerFormatError(f"{where}: {exc}") from None
+            if cause in seen:
+                raise AnswerFormatError(
+                    f"{where} names {cause} again (first at causes[{seen[cause]}]); name each "
+                    "cause once, with its one slice"
+                )
+            seen[cause] = i
+            out.append(Candidate(cause, sl))
+        return out
 
     def _ranking(self, value: Any, cause: str, sl: str | None) -> tuple[Candidate, ...]:
         if not isinstance(value, list) or not value:

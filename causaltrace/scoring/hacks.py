@@ -18,6 +18,12 @@ So ``floor(label) = max(reward(format error), reward(wrong cause), reward(right 
 panel))``, the last term only for sliced truths: under TRACE, 0.05 for a truth without a slice
 and ``0.375 + 0.325 * c`` for a sliced one. ``python -m causaltrace.scoring`` prints the measured
 table (reproduced in ``docs/rewards.md``).
+
+Answers that name several causes (``{"causes": [...]}``) have their own degenerate forms
+(:func:`set_degenerate_outputs`: every cause, every cause with every slice, the truth padded
+with every other cause, one cause named several times or with many slices, an empty list). A
+concurrent label's floor adds to the three above the true causes on the whole panel, each
+alone and all together (:func:`degenerate_floor`).
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from causaltrace.labels import OracleLabel
-from causaltrace.scoring.answers import Answer, AnswerSpace
+from causaltrace.scoring.answers import Answer, AnswerSpace, Candidate
 from causaltrace.scoring.parsing import ParsedAnswer
 from causaltrace.scoring.rewards import CompositeReward
 
@@ -167,6 +173,59 @@ def degenerate_outputs(space: AnswerSpace, label: OracleLabel) -> dict[str, Any]
     return out
 
 
+def correct_set_output(label: OracleLabel) -> dict[str, Any]:
+    """The correct answer for ``label`` in the several-causes form."""
+    return {"causes": [{"root_cause": c, "slice": sl} for c, sl in label.causes]}
+
+
+def set_degenerate_outputs(space: AnswerSpace, label: OracleLabel) -> dict[str, Any]:
+    """Named degenerate answers in the several-causes form (``{"causes": [...]}``) against
+    ``label`` (a single-cause or a concurrent one)."""
+    truth = dict(label.causes)
+    cands = [s for c in space.causes for s in space.candidate_slices(c) if s]
+    cands = list(dict.fromkeys(cands)) or [None]
+
+    def entry(cause: str, sl: str | None = None) -> dict[str, Any]:
+        return {"root_cause": cause, "slice": sl if space.takes_slice(cause) else None}
+
+    first_slice = label.slice
+    right = label.cause
+    others = [c for c in space.causes if c not in truth]
+    out: dict[str, Any] = {
+        "set_empty": {"causes": []},
+        "set_not_a_list": {"causes": {"root_cause": right, "slice": label.slice}},
+        "set_every_cause_true_slice": {
+            "causes": [entry(c, truth.get(c, first_slice)) for c in space.causes]
+        },
+        "set_every_cause_no_slice": {"causes": [entry(c) for c in space.causes]},
+        "set_every_cause_every_slice": {
+            "causes": [entry(c, s) for c in space.causes for s in space.candidate_slices(c)]
+        },
+        "set_truth_plus_every_other": {
+            "causes": [*correct_set_output(label)["causes"], *(entry(c) for c in others)]
+        },
+        "set_truth_plus_two_others": {
+            "causes": [*correct_set_output(label)["causes"], *(entry(c) for c in others[:2])]
+        },
+        "set_duplicates_of_one_cause": {"causes": [entry(right, label.slice)] * 3},
+        "set_one_cause_many_slices": {
+            "causes": [entry(right, s) for s in dict.fromkeys([label.slice, *cands[:6]])]
+        },
+        "set_submits_every_cause": [
+            _msg("assistant", tool_calls=[_submit({"causes": [entry(c, truth.get(c))]}, i)])
+            for i, c in enumerate(space.causes)
+        ],
+        "set_root_cause_and_causes": {
+            "root_cause": right,
+            "slice": label.slice,
+            "causes": [entry(c) for c in space.causes],
+        },
+    }
+    if len(out["set_one_cause_many_slices"]["causes"]) < 2:  # (a cause without a slice)
+        out["set_one_cause_many_slices"] = {"causes": [entry(right), entry(right)]}
+    return out
+
+
 def degenerate_floor(
     label: OracleLabel, space: AnswerSpace, reward: CompositeReward | None = None
 ) -> float:
@@ -185,6 +244,14 @@ def degenerate_floor(
             scores.append(reward(ParsedAnswer.of(Answer(cause, sl), space), label).score)
     if space.takes_slice(label.cause) and true_slice:
         scores.append(reward(ParsedAnswer.of(Answer(label.cause, None), space), label).score)
+    if label.also:
+        # A concurrent label: also each true cause alone on the whole panel, any other cause
+        # alone, and the true causes together on the whole panel.
+        true = [cause for cause, _ in label.causes]
+        for cause in space.causes:
+            scores.append(reward(ParsedAnswer.of(Answer(cause, None), space), label).score)
+        together = Answer(true[0], None, also=tuple(Candidate(c) for c in true[1:]))
+        scores.append(reward(ParsedAnswer.of(together, space), label).score)
     return max(scores)
 
 

@@ -17,8 +17,8 @@ Policy (see ``docs/rewards.md``):
 2. If the agent called the submit tool (``submit`` by default) anywhere, its arguments are the
    answer. The arguments may be a JSON string or an object. Submit calls that parse must all
    agree; several different submitted answers are a format error.
-3. Otherwise the answer is the JSON object with a ``root_cause`` key in the agent's final
-   message (outside ``<think>`` blocks). Answers in earlier turns are ignored; several different
+3. Otherwise the answer is the JSON object with a ``root_cause`` (or ``causes``) key in the
+   agent's final message (outside ``<think>`` blocks). Answers in earlier turns are ignored; several different
    answers in the final message are a format error (identical repeats are accepted).
 4. Content is strict: unknown causes, dimensions or levels, duplicate JSON keys, unknown keys,
    answers longer than ``max_answer_chars`` and outputs longer than ``max_output_chars`` are
@@ -191,7 +191,7 @@ def split_segments(text: str) -> list[tuple[str, str]]:
 
 
 # -- finding JSON objects in text -----------------------------------------------------------
-_KEY = re.compile(r"\"(?:root_cause|name)\"\s*:")
+_KEY = re.compile(r"\"(?:root_cause|causes|name)\"\s*:")
 _MAX_BACKTRACK = 12
 _MAX_KEYS = 1024  # key occurrences examined per text; more is a format error
 
@@ -240,7 +240,7 @@ class _TooManyObjects(Exception):
 
 
 def _find_objects(text: str, window: int) -> tuple[list[_Found], int]:
-    """Top-level JSON objects in ``text`` that have a ``root_cause`` or ``name`` key.
+    """Top-level JSON objects in ``text`` that have a ``root_cause``, ``causes`` or ``name`` key.
 
     Found from each occurrence of such a key by trying the nearest ``{`` before it; objects
     nested inside another found object are dropped. Returns the objects and the number of key
@@ -272,15 +272,20 @@ def _find_objects(text: str, window: int) -> tuple[list[_Found], int]:
                 hit = _Found(start, decoded[start][1], decoded[start][0])
                 break
         if hit is None or not isinstance(hit.obj, dict):
-            if "root_cause" in m.group(0):
+            if "name" not in m.group(0):
                 undecoded += 1
             continue
-        if "root_cause" not in hit.obj and "name" not in hit.obj:
+        if not _is_answer(hit.obj) and "name" not in hit.obj:
             continue  # the key was inside a string value
         found = [f for f in found if not (hit.start <= f.start and f.end <= hit.end)]
         found.append(hit)
     found.sort(key=lambda f: f.start)
     return found, undecoded
+
+
+def _is_answer(obj: Any) -> bool:
+    """Whether a decoded object is an answer (one cause, or a ``causes`` list)."""
+    return isinstance(obj, Mapping) and ("root_cause" in obj or "causes" in obj)
 
 
 def _as_call(obj: Any) -> tuple[str, Any] | None:
@@ -413,9 +418,9 @@ class _Parser:
                 "no answer: no submit call, and the output ends on a tool output", **counts
             )
         objs, undecoded = _find_objects(final, self.window)
-        answers = [f for f in objs if "root_cause" in f.obj]
+        answers = [f for f in objs if _is_answer(f.obj)]
         if not answers:
-            if undecoded or "root_cause" in final:
+            if undecoded or "root_cause" in final or '"causes"' in final:
                 return self.fail(
                     "the final message mentions root_cause but holds no valid JSON answer object",
                     **counts,
@@ -490,7 +495,7 @@ class _Parser:
         inner = next(iter(obj.values()))
         if isinstance(inner, str):
             objs, _ = _find_objects(inner, self.window)
-            answers = [f for f in objs if "root_cause" in f.obj]
+            answers = [f for f in objs if _is_answer(f.obj)]
             if not answers:
                 return self.fail(
                     "the submitted diagnosis holds no JSON answer object", source="submit"

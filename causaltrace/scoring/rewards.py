@@ -111,12 +111,38 @@ def available_rewards() -> dict[str, str]:
 
 
 # -- built-in terms -------------------------------------------------------------------------
+EXTRA_PENALTY = 0.5  # graded_attribution's penalty per answered cause that is not at work
+
+
 def _cause_right(answer: ParsedAnswer, label: OracleLabel) -> bool:
     return answer.answer is not None and answer.answer.root_cause == label.cause
 
 
 def _true_slice(answer: ParsedAnswer, label: OracleLabel) -> str | None:
     return answer.space.canonical_slice(label.slice) if label.slice else None
+
+
+def _is_set(answer: ParsedAnswer, label: OracleLabel) -> bool:
+    """Whether the answer or the truth has more than one cause (the set form of a term)."""
+    return bool(label.also) or (answer.answer is not None and bool(answer.answer.also))
+
+
+def _truths(answer: ParsedAnswer, label: OracleLabel) -> dict[str, str | None]:
+    """The true causes and their canonical slices (a cause appears once in a label)."""
+    space = answer.space
+    return {c: (space.canonical_slice(s) if s else None) for c, s in label.causes}
+
+
+def _answered(answer: ParsedAnswer) -> dict[str, str | None]:
+    """The answered causes and their slices (the parser refuses a cause named twice)."""
+    return {c.root_cause: c.slice for c in answer.answer.causes}
+
+
+def _pair_credit(space: AnswerSpace, cause: str, answered: str | None, true: str | None) -> float:
+    """graded_attribution of one answered cause against the same true cause."""
+    if not space.takes_slice(cause):
+        return 1.0
+    return 0.5 + 0.5 * space.jaccard(answered, true)
 
 
 @register_reward("format")
@@ -127,13 +153,27 @@ def format_reward(answer: ParsedAnswer, label: OracleLabel) -> float:
 
 @register_reward("cause_accuracy")
 def cause_accuracy(answer: ParsedAnswer, label: OracleLabel) -> float:
-    """1 when the root cause is right."""
+    """1 when the root cause is right (with several causes: the set of causes is the truth's)."""
+    if _is_set(answer, label):
+        return 1.0 if answer.ok and set(_answered(answer)) == set(_truths(answer, label)) else 0.0
     return 1.0 if _cause_right(answer, label) else 0.0
 
 
 @register_reward("full_attribution")
 def full_attribution(answer: ParsedAnswer, label: OracleLabel) -> float:
-    """FullAttr@1: right cause and, where the cause takes a slice, exactly the right slice."""
+    """FullAttr@1: right cause and, where the cause takes a slice, exactly the right slice.
+
+    With several causes (in the answer or the truth): 1 when the answered set of causes is the
+    true set and every sliced cause has exactly its true slice."""
+    if _is_set(answer, label):
+        if not answer.ok:
+            return 0.0
+        truths, answered = _truths(answer, label), _answered(answer)
+        if set(answered) != set(truths):
+            return 0.0
+        space = answer.space
+        exact = all(not space.takes_slice(c) or answered[c] == s for c, s in truths.items())
+        return 1.0 if exact else 0.0
     if not _cause_right(answer, label):
         return 0.0
     if not answer.space.takes_slice(label.cause):
@@ -146,16 +186,44 @@ def slice_jaccard(answer: ParsedAnswer, label: OracleLabel) -> float:
     """Jaccard similarity of the leaf cells covered by the predicted and true slices.
 
     No slice covers the whole panel, so a slice broader than the truth is penalized by the
-    cells it adds. Independent of the cause; 0 on a format error.
+    cells it adds. Independent of the cause; 0 on a format error. With several causes (in the
+    answer or the truth): the mean over true causes of the Jaccard of the slice answered for
+    that cause (0 for a true cause not answered).
     """
     if answer.answer is None:
         return 0.0
+    if _is_set(answer, label):
+        truths, answered = _truths(answer, label), _answered(answer)
+        values = [
+            answer.space.jaccard(answered[c], s) if c in answered else 0.0
+            for c, s in truths.items()
+        ]
+        return math.fsum(values) / len(values)
     return answer.space.jaccard(answer.answer.slice, _true_slice(answer, label))
 
 
 @register_reward("graded_attribution")
-def graded_attribution(answer: ParsedAnswer, label: OracleLabel) -> float:
-    """0 for a wrong cause; 1 for a right cause without a slice; 0.5 + 0.5 x slice Jaccard else."""
+def graded_attribution(
+    answer: ParsedAnswer, label: OracleLabel, *, extra_penalty: float = EXTRA_PENALTY
+) -> float:
+    """0 for a wrong cause; 1 for a right cause without a slice; 0.5 + 0.5 x slice Jaccard else.
+
+    With several causes (in the answer or the truth), a set score: the mean over true causes
+    of that credit for the answer's entry of the same cause (0 if the answer names it not),
+    minus ``extra_penalty`` per answered cause that is not a true cause, floored at 0. For one
+    answered and one true cause this is the single-cause credit exactly.
+    """
+    if _is_set(answer, label):
+        if not answer.ok:
+            return 0.0
+        space = answer.space
+        truths, answered = _truths(answer, label), _answered(answer)
+        credit = math.fsum(
+            _pair_credit(space, c, answered[c], s) if c in answered else 0.0
+            for c, s in truths.items()
+        ) / len(truths)
+        extras = sum(1 for c in answered if c not in truths)
+        return max(0.0, credit - float(extra_penalty) * extras)
     if not _cause_right(answer, label):
         return 0.0
     if not answer.space.takes_slice(label.cause):

@@ -140,11 +140,21 @@ class EnhancedConversionsPrior:
 @dataclass(frozen=True)
 class DecoyPrior:
     """Edits that look plausible on targets the campaign serves but move no outcome by
-    themselves (budget raises on campaigns that are not budget-limited carry their budget
-    intervention; the harmless kinds carry none), plus small real bid adjustments."""
+    themselves (budget raises and cuts on campaigns that are not budget-limited carry their
+    budget intervention; the harmless kinds carry none), plus small real bid adjustments.
 
-    effectful: tuple[int, int] = (0, 2)  # budget raises and bid adjustments per episode
+    Each kind of edit a cause makes has a decoy of the same form (a budget cut, a targeting
+    widened), so the kind of an edit never names the cause: an analyst has to check whether the
+    data moved where and when the edit says (``causaltrace-audit``'s change-history probe)."""
+
+    effectful: tuple[int, int] = (0, 2)  # budget raises and cuts, bid adjustments per episode
+    effectful_weights: Mapping[str, float] = field(
+        default_factory=lambda: {"budget_raise": 0.3, "budget_cut": 0.3, "bid_adjustment": 0.4}
+    )
     budget_raise: tuple[float, float] = (1.15, 1.6)
+    # A cut decoy leaves the budget at least this multiple of the campaign's typical spend, so
+    # it does not bind (only campaigns with headroom to spare get one).
+    budget_cut_floor: float = 1.3
     # A campaign whose budget is at least this multiple of its typical spend is not limited.
     unlimited_headroom: float = 1.35
     bid_adjustment_pct: tuple[int, int] = (10, 25)  # +- this much, with its intervention
@@ -155,6 +165,7 @@ class DecoyPrior:
             "negative_keywords": 0.2,
             "ad_schedule": 0.15,
             "tracking_suffix": 0.15,
+            "targeting_widened": 0.2,
         }
     )
 
@@ -654,17 +665,24 @@ AD_TEXT = (
 
 def _effectful_decoy(p: DecoyPrior, acc: Account, cal: Calendar, rng) -> Process:
     day, hour = int(rng.integers(cal.first_logged, cal.n_time)), int(rng.integers(7, 20))
-    unlimited = [c.name for c in acc.campaigns if c.budget_headroom >= p.unlimited_headroom]
-    campaign = _pick(rng, acc.names())
-    budget = bool(rng.random() < 0.5) and bool(unlimited)
-    if budget:  # a budget raise that does not bind: delivery holds
-        campaign = _pick(rng, unlimited)
-        factor = _uniform(rng, p.budget_raise)
+    unlimited = [c for c in acc.campaigns if c.budget_headroom >= p.unlimited_headroom]
+    spare = [c for c in unlimited if p.budget_cut_floor / c.budget_headroom < 0.92]
+    available = {"budget_raise": unlimited, "budget_cut": spare, "bid_adjustment": acc.campaigns}
+    kinds = [k for k, w in p.effectful_weights.items() if w > 0 and available.get(k)]
+    weights = np.array([p.effectful_weights[k] for k in kinds], dtype=np.float64)
+    kind = kinds[int(rng.choice(len(kinds), p=weights / weights.sum()))]
+    campaign = _pick(rng, acc.names(available[kind]))
+    if kind in ("budget_raise", "budget_cut"):  # a budget change that does not bind
+        if kind == "budget_raise":
+            factor = _uniform(rng, p.budget_raise)
+        else:  # down to no less than budget_cut_floor x the typical spend
+            headroom = next(c.budget_headroom for c in spare if c.name == campaign)
+            factor = _uniform(rng, (p.budget_cut_floor / headroom, 0.92))
         iv = Scale(
             "daily_budget", where=Slice.of(campaign=campaign), window=Window(day), factor=factor
         )
         edit = Edit(day, hour, campaign, "budget", "campaign", "daily_budget", "", "")
-        return Process("budget_raise", (iv,), (edit,), {"campaign": campaign, "factor": factor})
+        return Process(kind, (iv,), (edit,), {"campaign": campaign, "factor": factor})
     dim = _pick(rng, ("device", "geo", "audience"))
     level = _pick(rng, tuple(v for v in acc.levels(campaign, dim) if v != "ctv"))
     pct = _integer(rng, p.bid_adjustment_pct) * (1 if rng.random() < 0.5 else -1)
@@ -704,6 +722,19 @@ def _harmless_edit(p: DecoyPrior, acc: Account, cal: Calendar, rng) -> Edit:
             "none",
             "observation",
         )
+    elif kind == "targeting_widened":  # the same form as TARGETING_EXPANSION's edit
+        # Widened where it finds no new eligible traffic (the data does not move): only the
+        # data can tell it from the cause's edit.
+        audiences = [a for a in acc.levels(campaign, "audience") if a in ("broad", "lookalike")]
+        form = rng.random()
+        if audiences and form < 0.55:  # an audience, in one geo or everywhere (as the cause's)
+            target = f"audience={_pick(rng, audiences)}"
+            if form < 0.2:
+                target += f"&geo={_pick(rng, acc.levels(campaign, 'geo'))}"
+            edit = ("targeting", target, "optimized_targeting", "off", "on")
+        else:
+            target = f"geo={_pick(rng, acc.levels(campaign, 'geo'))}"
+            edit = ("targeting", target, "location_options", "presence", "presence_or_interest")
     elif kind == "ad_schedule":  # the schedule is split but keeps every hour
         edit = ("campaign", "campaign", "ad_schedule", *SCHEDULE_EDIT)
     elif kind == "tracking_suffix":

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 import numpy as np
@@ -63,13 +63,22 @@ class AdsDomain(Domain):
         return sample_background(self.scm.panel, self.settings, rng)
 
     def render(
-        self, world: World, draw: InterventionDraw, background: Background, rng: np.random.Generator
+        self,
+        world: World,
+        draw: InterventionDraw,
+        background: Background,
+        rng: np.random.Generator,
+        *,
+        also: Sequence[InterventionDraw] = (),
     ) -> dict[str, pd.DataFrame]:
         panel, cfg = self.scm.panel, self.settings
         # One child stream per table, so adding a table never changes another table's bytes.
         streams = dict(zip(("hourly", "auction", "changes", "cause", "creatives"), rng.spawn(5)))
-        account_change = CAUSES[draw.point].account_change
-        edits = cause_edits(draw, panel, account_change, hour=int(streams["cause"].integers(7, 20)))
+        edits = []
+        for each in (draw, *also):  # a concurrent episode's causes each log their own edit
+            account_change = CAUSES[each.point].account_change
+            hour = int(streams["cause"].integers(7, 20))
+            edits += cause_edits(each, panel, account_change, hour=hour)
         shares = render.impression_share_daily(panel, world)
         tables = {
             "perf_daily": render.perf_daily(panel, world),
@@ -107,6 +116,7 @@ class AdsDomain(Domain):
             cfg.currency,
             cfg.alert_window_days,
             cfg.baseline_weeks,
+            concurrent=self.concurrent,
         )
 
     def alert_readings(self, tables: Mapping[str, pd.DataFrame]):

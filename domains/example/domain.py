@@ -115,8 +115,8 @@ class ExampleDomain(Domain):
         return SCM(nodes, panel, points, name="example-webshop")
 
     # -- what the analyst sees (the hooks a dataset needs) ---------------------------------
-    def render(self, world, draw, background, rng):
-        return render_tables(self.scm.panel, world)
+    def render(self, world, draw, background, rng, *, also=()):
+        return render_tables(self.scm.panel, world)  # the shop logs no edits: draws unused
 
     def alert_readings(self, tables):
         return alert_readings(tables)
@@ -133,6 +133,17 @@ class ExampleDomain(Domain):
         causes = "\n".join(
             f"- {n}: {p.description}" for n, p in self.scm.intervention_points.items()
         )
+        if self.concurrent:  # the dataset has concurrent episodes: every prompt says so
+            return (
+                f"{MONITOR_RULE}\nALERT: {alert_text(alert, self.scm.panel.n_time)}.\n"
+                "The table shop_daily has daily visits, orders and tracked orders by channel "
+                "and region. One or more root causes may be at work at the same time; each is "
+                f"one of:\n{causes}\n"
+                "Answer with submit(root_cause, slice) for one cause, or submit(causes) with a "
+                'list of {"root_cause", "slice"} objects for several; a slice is dim=level over '
+                "channel and region (empty for TRAFFIC_DROP). Every listed cause that is not at "
+                "work costs reward."
+            )
         return (
             f"{MONITOR_RULE}\nALERT: {alert_text(alert, self.scm.panel.n_time)}.\n"
             "The table shop_daily has daily visits, orders "
