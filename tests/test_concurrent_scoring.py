@@ -292,3 +292,24 @@ def test_concurrent_floor_closed_form():
         0.375 + 0.325 * 4 / 12
     )
     assert correct_output(PAIR) == {"root_cause": "CHECKOUT_BUG", "slice": "channel=search"}
+
+
+def test_full_attribution_of_a_concurrent_episode_needs_the_exact_set():
+    """The evaluation's FullAttr@1 counts a concurrent episode solved only when the answered set
+    is the true set (each cause with its slice): one of the two, or the two plus an extra, is
+    not; a single-cause episode is scored as before."""
+    from causaltrace.scoring import score_episodes
+
+    space = example_space()
+    single = label(*CHECKOUT)
+    items = [
+        (json.dumps(causes(CHECKOUT, TRAFFIC)), PAIR),
+        (json.dumps(causes(TRAFFIC, CHECKOUT)), PAIR),  # order does not matter
+        (json.dumps(causes(CHECKOUT)), PAIR),
+        (json.dumps(causes(CHECKOUT, TRAFFIC, TRACKING)), PAIR),
+        (json.dumps(causes(("CHECKOUT_BUG", "channel=social"), TRAFFIC)), PAIR),
+        (json.dumps({"root_cause": "CHECKOUT_BUG", "slice": "channel=search"}), single),
+    ]
+    outcomes = score_episodes(items, space)
+    assert [o.full_attribution for o in outcomes] == [True, True, False, False, False, True]
+    assert outcomes[-1].set_exact is None

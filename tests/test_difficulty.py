@@ -189,3 +189,24 @@ def test_dataset_and_domain_difficulty_together_are_refused(tmp_path):
     }
     with pytest.raises(Exception, match=r"both dataset\.difficulty and domain\.difficulty"):
         Job.from_config(cfg)
+
+
+@pytest.mark.parametrize("tier", ["easy", "medium", "hard", "expert"])
+def test_the_ads_tier_configs_build(tier):
+    """Each committed tier config is a valid dataset config whose knobs the ads domain accepts,
+    and each harder tier's SNR band ends lower."""
+    from omegaconf import OmegaConf
+
+    from causaltrace.apps.config_dir import config_dir
+    from causaltrace.generation import DatasetSettings
+
+    raw = OmegaConf.to_container(OmegaConf.load(f"{config_dir()}/dataset/ads_{tier}.yaml"))
+    settings = DatasetSettings.from_mapping(raw)
+    domain = load_domain("ads", {"preset": "default", "difficulty": settings.difficulty})
+    assert domain.difficulty.tier == tier
+    low, high = domain.difficulty.snr
+    assert (high is None) == (tier == "easy")
+    assert high is None or low < high
+    if tier != "easy":  # each harder tier's band ends below the one before it ends
+        assert high <= {"medium": 1.6, "hard": 0.9, "expert": 0.6}[tier]
+    assert len(domain.scm.intervention_points) == 12

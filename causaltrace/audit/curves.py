@@ -30,8 +30,10 @@ def knobs_of(domain: Domain, label: Mapping[str, Any], stats: Mapping[str, Any])
     out: dict[str, Any] = {}
     if difficulty.get("tier") is not None:
         out["tier"] = difficulty["tier"]
-    for group in ("knobs", "measured"):
+    for group in ("knobs", "draw", "measured"):
         for key, value in (difficulty.get(group) or {}).items():
+            if isinstance(value, Mapping):
+                continue  # a record (the oracle's answer, a second cause's reading), not a knob
             out[f"{group}:{key}"] = value if _scalar(value) else str(value)
     text = label.get("slice")
     out["slice_order"] = 0 if not text else str(text).count("&") + 1

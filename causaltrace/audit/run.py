@@ -89,8 +89,17 @@ def _collect(ds: AuditDataset, cfg: AuditConfig, main: bool, into: _Collected) -
         ranked = oracle.rank(tables)
         top, label = ranked[0], ep.label
         cause, true_slice = str(label["cause"]), _canonical(label.get("slice"))
-        takes_slice = domain.scm.point(cause).prior.has_slice
-        cause_ok = top.cause == cause
+        # The oracle names one cause. On a concurrent episode it is credited when it names one
+        # of the true causes (with that cause's slice): an upper bound for a one-cause answer,
+        # not the ceiling of naming the whole set (see docs/audit.md).
+        truths = [(cause, true_slice)] + [
+            (str(a["cause"]), _canonical(a.get("slice"))) for a in label.get("also") or ()
+        ]
+        matched = next((t for t in truths if t[0] == top.cause), None)
+        cause_ok = matched is not None
+        if matched is not None:
+            cause, true_slice = matched
+        takes_slice = domain.scm.point(top.cause).prior.has_slice
         row = {
             "episode_id": ep.episode_id,
             "dataset": ds.name,
@@ -103,6 +112,7 @@ def _collect(ds: AuditDataset, cfg: AuditConfig, main: bool, into: _Collected) -
             "margin": posterior_margin(ranked),
             "oracle_cause": float(cause_ok),
             "oracle": float(cause_ok and (not takes_slice or top.slice == true_slice)),
+            "concurrent": len(truths) > 1,
         }
         for key, value in cv.knobs_of(domain, label, ep.stats).items():
             row[f"knob:{key}"] = value
@@ -200,7 +210,8 @@ def _summary(r: Report, first, leaks, shortcut: ProbeResult, chance, depth: int)
         f"{fmt_rate(first['oracle_cause'].sum(), n)}",
         f"- Chance (majority-class rate): {chance:.3f}",
         f"- Leakage probe (structure and format features): {_probe_line(leak)}",
-        f"- Leakage probe (file sizes and prompt length): {_probe_line(size)}",
+        f"- Leakage probe (stored file sizes and prompt length; the agent tools do not show "
+        f"stored sizes, see section 4): {_probe_line(size)}",
         f"- Leakage probe (decoy-table contents): {_probe_line(decoy)}",
         f"- Shortcut probe (depth-{depth} tree on summary statistics): accuracy {_acc(shortcut)}",
     ]

@@ -55,6 +55,9 @@ class EpisodeOutcome:
     slice_jaccard: float = 0.0
     reward: float | None = None
     terms: Mapping[str, float] = field(default_factory=dict)
+    # A concurrent episode (several true causes): whether the answered set of (cause, slice)
+    # pairs is exactly the true set; None for a single-cause episode.
+    set_exact: bool | None = None
 
     @classmethod
     def from_parsed(
@@ -79,6 +82,7 @@ class EpisodeOutcome:
             slice_jaccard=space.jaccard(answer.slice, true_slice) if answer else 0.0,
             reward=None if reward is None else float(reward.score),
             terms={} if reward is None else dict(reward.terms),
+            set_exact=_set_exact(answer, label, space) if label.concurrent else None,
         )
 
     @property
@@ -95,6 +99,10 @@ class EpisodeOutcome:
 
     @property
     def full_attribution(self) -> bool:
+        """Right cause and, where it takes a slice, exactly the right slice; for a concurrent
+        episode, exactly the right set of causes, each with its slice."""
+        if self.set_exact is not None:
+            return self.parse_ok and self.set_exact
         return self.cause_correct and (not self.takes_slice or self.slice_exact)
 
     def rank(self) -> int | None:
@@ -354,6 +362,22 @@ def score_episodes(
         parsed = reward.parse(output, space)
         outs.append(EpisodeOutcome.from_parsed(parsed, label, reward(parsed, label)))
     return outs
+
+
+def _set_exact(answer, label: OracleLabel, space) -> bool:
+    """Whether ``answer`` names exactly ``label``'s causes, each with its slice where it takes
+    one."""
+    if answer is None:
+        return False
+
+    def key(cause: str, slice_text: str | None) -> tuple[str, str | None]:
+        if not space.takes_slice(cause):
+            return cause, None
+        return cause, space.canonical_slice(slice_text) if slice_text else None
+
+    truth = {key(c, s) for c, s in label.causes}
+    answered = [key(c.root_cause, c.slice) for c in answer.causes]
+    return len(answered) == len(truth) and set(answered) == truth
 
 
 # -- AC@k ----------------------------------------------------------------------------------

@@ -159,11 +159,7 @@ def task_prompt(
     causes = "\n".join(f"- {name}: {spec.description}" for name, spec in CAUSES.items())
     table_list = ", ".join(sorted(tables))
     dims = "\n".join(f"- {d}: {', '.join(levels)}" for d, levels in dimensions.items())
-    if concurrent:
-        return _concurrent_prompt(
-            alert, causes, table_list, dims, no_slice, currency, window, weeks
-        )
-    return f"""You are the analyst on call for an e-commerce advertiser's ads account ({currency}).
+    header = f"""You are the analyst on call for an e-commerce advertiser's ads account ({currency}).
 The monitoring rule compares each KPI of the account and of each campaign over the last {window}
 complete days with the same weekdays of the {weeks} weeks before, leaving out the holiday season.
 Conversions keep arriving for weeks after the click, so conversions and conversion value are
@@ -177,51 +173,35 @@ ALERT: {alert}
 Find the root cause of the movement. The account's reports are DuckDB tables ({table_list});
 the table data_dictionary describes every column. Investigate with the sql and python tools.
 
-The root cause is exactly one of:
+"""
+    whole_account = f"{', '.join(no_slice)} act on the whole account and take no slice (use null)."
+    if concurrent:
+        return header + _several_causes_task(causes, dims, whole_account)
+    return (
+        header
+        + f"""The root cause is exactly one of:
 {causes}
 
 Also name the affected slice: the segment where the cause acts, as dim=level or
 dim=level&dim=level over these dimensions and levels:
 {dims}
-{", ".join(no_slice)} act on the whole account and take no slice (use null).
+{whole_account}
 
 Answer by calling submit(root_cause, slice). If you cannot call tools, end your reply with a JSON
 object such as {{"root_cause": "CAUSE_NAME", "slice": "dim=level"}}."""
+    )
 
 
-def _concurrent_prompt(
-    alert: str,
-    causes: str,
-    table_list: str,
-    dims: str,
-    no_slice: list[str],
-    currency: str,
-    window: int,
-    weeks: int,
-) -> str:
-    """The task of a dataset with concurrent episodes: the single-cause prompt, with the answer
-    part saying that one or more root causes may be at work and how to submit several."""
-    return f"""You are the analyst on call for an e-commerce advertiser's ads account ({currency}).
-The monitoring rule compares each KPI of the account and of each campaign over the last {window}
-complete days with the same weekdays of the {weeks} weeks before, leaving out the holiday season.
-Conversions keep arriving for weeks after the click, so conversions and conversion value are
-first divided by the share the account's conversion-delay curve (table conversion_lag_curve)
-expects to be reported at each day's age. The rule raises the largest adverse move that is at
-least {MIN_MOVE:.0%} and beyond {Z_FIRE:.0f} times its noise (the larger of the counts' sampling noise
-and how much the baseline weeks moved among themselves). It just fired:
-
-ALERT: {alert}
-
-Find the root cause of the movement. The account's reports are DuckDB tables ({table_list});
-the table data_dictionary describes every column. Investigate with the sql and python tools.
-
-One or more root causes may be at work at the same time. Each is one of:
+def _several_causes_task(causes: str, dims: str, whole_account: str) -> str:
+    """The answer part of a dataset with concurrent episodes: one or more root causes may be at
+    work, and how to submit several."""
+    return f"""One or more root causes may be at work at the same time. Each is one of:
 {causes}
 
 For each cause, also name the affected slice: the segment where it acts, as dim=level or
 dim=level&dim=level over these dimensions and levels:
 {dims}
-{", ".join(no_slice)} act on the whole account and take no slice (use null).
+{whole_account}
 
 Name only the causes the data supports: every cause you list that is not at work costs reward.
 Answer by calling submit(root_cause, slice) for one cause, or submit(causes) with a list of
