@@ -36,12 +36,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from causaltrace.errors import CausalTraceError
 from causaltrace.intervention_points import InterventionDraw, InterventionPrior
 from causaltrace.profiles import Ramp, Step, profile_name
-from causaltrace.verify import VerifierConfig
+
+if TYPE_CHECKING:  # pragma: no cover (verify imports scipy; importing causaltrace must not)
+    from causaltrace.verify import VerifierConfig
 
 PROFILES = ("prior", "step", "ramp")
 

@@ -180,7 +180,7 @@ def test_json_errors_name_the_file_and_line(tmp_path):
     ("overrides", "expected"),
     [
         (["dataset.n_episodes=abc"], "n_episodes must be an integer, got 'abc'"),
-        (["dataset=nope"], "available: ads_smoke"),
+        (["dataset=nope"], "Could not find 'dataset/nope'; available: ads_"),
         (["num_workers=two"], "num_workers must be an integer, got 'two'"),
         (["worker_index=3", "num_workers=2"], "worker_index 3 is not in [0, 2)"),
         (["executor=spark"], "executor must be 'local' or 'ray'"),

@@ -117,7 +117,7 @@ def test_d4_a_key_made_in_one_episode_is_invisible_to_another_and_to_the_host(tw
 # -- D5: file locks and notifications on shared files --------------------------------------------
 TAKE_LOCKS = """
 import fcntl
-held = [open("orders.parquet", "rb"), open("/usr/bin/env", "rb")]
+held = [open("data_dictionary.json", "rb"), open("/usr/bin/env", "rb")]
 fcntl.flock(held[0], fcntl.LOCK_EX | fcntl.LOCK_NB)
 fcntl.lockf(held[1], fcntl.LOCK_SH | fcntl.LOCK_NB)
 print("locked")
@@ -126,13 +126,13 @@ SEE_LOCKS = """
 import ctypes, fcntl, struct
 seen = []
 try:
-    fcntl.flock(open("orders.parquet", "rb"), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    fcntl.flock(open("data_dictionary.json", "rb"), fcntl.LOCK_EX | fcntl.LOCK_NB)
 except BlockingIOError:
     seen.append("flock")
 except OSError:
     pass
 query = struct.pack("hhqqi4x", fcntl.F_WRLCK, 0, 0, 0, 0)
-for path in ("/usr/bin/env", "orders.parquet"):
+for path in ("/usr/bin/env", "data_dictionary.json"):
     try:
         answer = fcntl.fcntl(open(path, "rb"), fcntl.F_GETLK, query)
         if struct.unpack("hhqqi4x", answer)[0] != fcntl.F_UNLCK:
@@ -291,8 +291,8 @@ def test_d8_breaking_builtins_does_not_break_the_next_call(runtime, episode_dir)
         assert tools.python("del __builtins__.print") == "(no output)"
         assert tools.python("print('still prints')") == "still prints"
         assert tools.python("import builtins; del builtins.open, builtins.len, builtins.repr")
-        assert tools.python("open('orders.parquet', 'rb').read(4), len(orders)") == (
-            "(b'PAR1', 400)"
+        assert tools.python("open('data_dictionary.json', 'rb').read(1), len(orders)") == (
+            "(b'{', 400)"
         )
         assert tools.python("import builtins; builtins.__import__ = None") == "(no output)"
         assert tools.python("import json; json.dumps([1])") == "'[1]'"
