@@ -25,6 +25,12 @@ from causaltrace.errors import (
     PanelError,
     SliceError,
 )
+from causaltrace.identification import (
+    Identification,
+    backdoor_adjustment_sets,
+    frontdoor_adjustment_sets,
+    identify_effect,
+)
 from causaltrace.intervention_points import (
     InterventionDraw,
     InterventionPoint,
@@ -62,7 +68,11 @@ __all__ = [
     "Do",
     "Exogenous",
     "GraphError",
+    "Identification",
     "Independence",
+    "backdoor_adjustment_sets",
+    "frontdoor_adjustment_sets",
+    "identify_effect",
     "Intervention",
     "InterventionDraw",
     "InterventionError",

@@ -10,19 +10,21 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import networkx as nx
 import numpy as np
 
 from causaltrace.errors import CycleError, GraphError, InterventionError
 from causaltrace.intervention_points import InterventionDraw, InterventionPoint
-from causaltrace.interventions import Intervention, intervene_node
-from causaltrace.node import Node
+from causaltrace.interventions import Do, Intervention, Replace, intervene_node
+from causaltrace.node import Constant, Exogenous, Linear, Node
 from causaltrace.panel import Panel
 
 if TYPE_CHECKING:  # pragma: no cover
     from causaltrace.simulate import World, Worlds
+
+GraphMode = Literal["whole-panel", "none"]
 
 
 @dataclass(frozen=True)
@@ -78,38 +80,91 @@ class SCM:
                 raise GraphError(f"SCM {name!r}: duplicate intervention point {point.name!r}")
             points[point.name] = point
         self.intervention_points: Mapping[str, InterventionPoint] = points
+        self._applied: tuple[Intervention, ...] = ()  # set by intervene()
         if validate_mechanisms:
             from causaltrace.simulate import sample
 
             sample(self, seed=0)  # raises MechanismError naming the node on a bad output
 
     # -- graph views -----------------------------------------------------------------------
+    # Every view below reads one graph, chosen by ``mutilated``:
+    #   "whole-panel" (default): the declared graph (plus ``Replace``'s extra parents) with the
+    #     incoming edges of each node under a *hard* intervention at full weight on every cell
+    #     and time step removed (Pearl's mutilated graph);
+    #   "none": the declared graph (plus ``Replace``'s extra parents), nothing removed.
+    # A sliced or time-windowed hard intervention, or a soft one (Shift, Scale, a Replace whose
+    # mechanism may read parents), keeps the edges: the node still depends on its parents in
+    # the other cells / times, and pooled over the panel the dependence is there.
     @property
     def graph(self) -> nx.DiGraph:
-        """A copy of the causal graph as a ``networkx.DiGraph`` (node attribute ``observed``)."""
-        g = self._graph.copy()
+        """A copy of the causal graph as a ``networkx.DiGraph`` (node attribute ``observed``).
+
+        On an intervened SCM this is the mutilated graph where an intervention is hard, whole
+        panel and whole window (see :meth:`graph_view`); a sliced, windowed or soft intervention
+        keeps the node's incoming edges. Pooled over cells and time, nodes whose mechanisms vary
+        with the panel coordinates are dependent although this graph may say otherwise: see
+        :meth:`graph_with_panel`.
+        """
+        return self.graph_view()
+
+    def graph_view(self, mutilated: GraphMode = "whole-panel") -> nx.DiGraph:
+        """A copy of the graph, mutilated (``"whole-panel"``) or as declared (``"none"``).
+
+        ``"whole-panel"`` removes the incoming edges of a node only where an intervention sets
+        it at full weight on every cell and time step (``Do``, or a ``Replace`` whose mechanism
+        is detectably parent-free: ``Exogenous``, ``Constant``, a ``Linear`` without weights, and
+        no extra parents), because only then does the node not depend on its parents anywhere
+        in the panel. A later soft ``Replace`` on the node restores the edges.
+        """
+        g = self._view(mutilated).copy()
         nx.set_node_attributes(g, {n: self.nodes[n].observed for n in self.order}, "observed")
         return g
+
+    @property
+    def interventions(self) -> tuple[Intervention, ...]:
+        """The interventions applied to get this SCM (by :meth:`intervene`), in order."""
+        return self._applied
+
+    def mutilated_nodes(self) -> frozenset[str]:
+        """Nodes whose incoming edges the default ("whole-panel") view removes."""
+        return frozenset(_hard_cuts(self._applied, self.panel))
+
+    def _view(self, mutilated: GraphMode = "whole-panel") -> nx.DiGraph:
+        if mutilated not in ("whole-panel", "none"):
+            raise GraphError(f"mutilated must be 'whole-panel' or 'none', got {mutilated!r}")
+        if mutilated == "none" or not self._applied:
+            return self._graph
+        cache = self.__dict__.setdefault("_view_cache", {})
+        if mutilated not in cache:
+            g = self._graph.copy()
+            for node, keep in _hard_cuts(self._applied, self.panel).items():
+                g.remove_edges_from(
+                    [(p, node) for p in list(g.predecessors(node)) if p not in keep]
+                )
+            cache[mutilated] = g
+        return cache[mutilated]
 
     def _require(self, name: str) -> None:
         if name not in self.nodes:
             raise GraphError(f"SCM {self.name!r} has no node {name!r}")
 
-    def parents(self, name: str) -> tuple[str, ...]:
+    def parents(self, name: str, *, mutilated: GraphMode = "whole-panel") -> tuple[str, ...]:
+        """Parents in the chosen view, in declaration order."""
         self._require(name)
-        return self.nodes[name].parents
+        preds = set(self._view(mutilated).predecessors(name))
+        return tuple(p for p in self.nodes[name].parents if p in preds)
 
-    def children(self, name: str) -> set[str]:
+    def children(self, name: str, *, mutilated: GraphMode = "whole-panel") -> set[str]:
         self._require(name)
-        return set(self._graph.successors(name))
+        return set(self._view(mutilated).successors(name))
 
-    def ancestors(self, name: str) -> set[str]:
+    def ancestors(self, name: str, *, mutilated: GraphMode = "whole-panel") -> set[str]:
         self._require(name)
-        return nx.ancestors(self._graph, name)
+        return nx.ancestors(self._view(mutilated), name)
 
-    def descendants(self, name: str) -> set[str]:
+    def descendants(self, name: str, *, mutilated: GraphMode = "whole-panel") -> set[str]:
         self._require(name)
-        return nx.descendants(self._graph, name)
+        return nx.descendants(self._view(mutilated), name)
 
     @property
     def observed(self) -> tuple[str, ...]:
@@ -120,9 +175,21 @@ class SCM:
         return tuple(n for n in self.order if not self.nodes[n].observed)
 
     def d_separated(
-        self, x: str | Iterable[str], y: str | Iterable[str], given: str | Iterable[str] = ()
+        self,
+        x: str | Iterable[str],
+        y: str | Iterable[str],
+        given: str | Iterable[str] = (),
+        *,
+        mutilated: GraphMode = "whole-panel",
     ) -> bool:
-        """Whether ``x`` and ``y`` are d-separated by ``given`` in the graph (networkx)."""
+        """Whether ``x`` and ``y`` are d-separated by ``given`` in the graph (networkx).
+
+        On an intervened SCM the default answers for the mutilated graph, where only hard,
+        whole-panel, whole-window interventions cut edges (see :meth:`graph_view`); pass
+        ``mutilated="none"`` for the declared graph. d-separation implies independence per unit
+        (cell x time step); pooled over units it does not, when mechanisms vary with the panel
+        coordinates: query :meth:`graph_with_panel` for tests on pooled data.
+        """
         xs, ys, zs = (_as_set(v) for v in (x, y, given))
         for n in xs | ys | zs:
             self._require(n)
@@ -133,28 +200,79 @@ class SCM:
                 f"d-separation query: conditioning set {sorted(zs)} overlaps the "
                 f"queried nodes {sorted(xs | ys)}"
             )
-        return nx.is_d_separator(self._graph, xs, ys, zs)
+        return nx.is_d_separator(self._view(mutilated), xs, ys, zs)
 
-    def local_markov(self) -> list[Independence]:
+    def local_markov(
+        self, *, mutilated: GraphMode = "whole-panel", with_panel: bool = False
+    ) -> list[Independence]:
         """Each node independent of its non-descendants (minus parents) given its parents.
 
-        Only nodes with at least one such non-descendant are listed.
+        Only nodes with at least one such non-descendant are listed. These hold per unit (one
+        cell at one time step). Pooled over cells and time they can fail: a mechanism that
+        varies with a segment level or the date (demand by channel) makes the panel coordinates
+        a common cause the plain graph does not show. ``with_panel=True`` reads the graph of
+        :meth:`graph_with_panel` instead, whose independences (conditioning on the coordinates
+        it makes parents) are the ones to test on pooled data.
         """
-        out = []
-        for n in self.order:
-            others = set(self.order) - self.descendants(n) - set(self.parents(n)) - {n}
-            if others:
-                out.append(Independence(n, frozenset(others), frozenset(self.parents(n))))
-        return out
+        g = self.graph_with_panel(mutilated=mutilated) if with_panel else self._view(mutilated)
+        return _local_markov(g)
 
-    def to_pgmpy(self):
-        """The graph as a ``pgmpy.base.DAG`` with latent nodes marked (imports pgmpy)."""
+    def to_pgmpy(self, *, mutilated: GraphMode = "whole-panel"):
+        """The graph as a ``pgmpy.base.DAG`` with latent nodes marked (imports pgmpy).
+
+        The view is :meth:`graph_view`'s: mutilated only by hard, whole-panel, whole-window
+        interventions; a sliced, windowed or soft intervention keeps the node's edges.
+        """
         from pgmpy.base import DAG
 
-        dag = DAG(ebunch=list(self._graph.edges()))
+        dag = DAG(ebunch=list(self._view(mutilated).edges()))
         dag.add_nodes_from(self.order)  # isolated nodes too
         dag.latents = set(self.latent)
         return dag
+
+    # -- panel coordinates as nodes ---------------------------------------------------------
+    @property
+    def panel_coordinates(self) -> tuple[str, ...]:
+        """Names of the coordinate nodes of :meth:`graph_with_panel`: the dimensions, then time."""
+        return (*self.panel.dimension_names, "time")
+
+    def panel_parents(self) -> Mapping[str, tuple[str, ...]]:
+        """The panel coordinates each node's mechanism reads, found by a probe (cached).
+
+        Each mechanism is called once with every parent and its noise held at one constant
+        (the median of a ``sample(scm, seed=0)`` and of its noise draw); any variation of the
+        output across a dimension's levels (other dimensions fixed) or over time can then only
+        come from the coordinates, so that coordinate is marked. A mechanism that raises on the
+        probe is marked as reading every coordinate (conservative). A dependence that vanishes
+        at the probed input (an interaction with a parent) is missed.
+        """
+        cache = self.__dict__.setdefault("_panel_parents", {})
+        if not cache:
+            cache.update(_probe_coordinates(self))
+        return cache
+
+    def graph_with_panel(self, *, mutilated: GraphMode = "whole-panel") -> nx.DiGraph:
+        """The graph plus one node per panel dimension and one for ``time`` (attribute
+        ``coordinate=True``), each a parent of the nodes whose mechanisms read it.
+
+        Pooled over cells and time, the coordinates are common causes: demand and checkout rate
+        both vary by channel, so they correlate across cells although the plain graph calls them
+        independent. Units are draws of (coordinates, node values) with noise independent across
+        units, so this graph's d-separations hold for pooled data, provided mechanisms act unit
+        by unit (lags along time or aggregates across cells couple units, and no graph over one
+        unit's variables can describe that).
+        """
+        g = self.graph_view(mutilated)
+        coords = self.panel_coordinates
+        clash = sorted(set(coords) & set(self.order))
+        if clash:
+            raise GraphError(
+                f"SCM {self.name!r}: node(s) {clash} share a name with a panel coordinate"
+            )
+        g.add_nodes_from(coords, observed=True, coordinate=True)
+        nx.set_node_attributes(g, {n: False for n in self.order}, "coordinate")
+        g.add_edges_from((c, n) for n, cs in self.panel_parents().items() for c in cs)
+        return g
 
     def draw(self, path: str, *, title: str | None = None, highlight: Iterable[str] = ()) -> str:
         """Save a picture of the graph as PNG (layered by topological generation)."""
@@ -182,13 +300,15 @@ class SCM:
                     f"last time step {self.panel.n_time - 1}"
                 )
             nodes[iv.node] = intervene_node(nodes[iv.node], iv)
-        return SCM(
+        out = SCM(
             nodes.values(),
             self.panel,
             self.intervention_points.values(),
             name=self.name,
             validate_mechanisms=False,
         )
+        out._applied = self._applied + tuple(flat)  # read by the graph views (mutilation)
+        return out
 
     def point(self, name: str) -> InterventionPoint:
         try:
@@ -250,3 +370,94 @@ def _flatten(items) -> list[Intervention]:
         else:
             out.append(item)
     return out
+
+
+# -- graph-view helpers ----------------------------------------------------------------------
+def _local_markov(g: nx.DiGraph) -> list[Independence]:
+    out = []
+    for n in nx.topological_sort(g):
+        parents = set(g.predecessors(n))
+        others = set(g.nodes) - nx.descendants(g, n) - parents - {n}
+        if others:
+            out.append(Independence(n, frozenset(others), frozenset(parents)))
+    return out
+
+
+def _parent_free(iv: Intervention) -> bool:
+    """Whether the intervention's target reads no parent (a hard intervention)."""
+    if isinstance(iv, Do):
+        return True
+    if isinstance(iv, Replace) and not iv.parents:
+        mech = iv.mechanism
+        return isinstance(mech, (Exogenous, Constant)) or (
+            isinstance(mech, Linear) and not mech.weights
+        )
+    return False
+
+
+def _hard_cuts(applied: Sequence[Intervention], panel: Panel) -> dict[str, frozenset[str]]:
+    """Node -> the parents it keeps, for nodes cut by a hard full-weight whole-panel intervention.
+
+    Full weight on every cell and step (``weight_summary``'s flag) means whole panel, onset 0, no
+    end and a ``Step`` profile (or a slice that covers every cell). After a cut, ``Do``, ``Shift``
+    and ``Scale`` only read the (parent-free) value; a soft ``Replace`` may read the node's parents
+    again, so it undoes the cut.
+    """
+    cuts: dict[str, frozenset[str]] = {}
+    for iv in applied:
+        if _parent_free(iv) and iv.weight_summary(panel)[1]:
+            cuts[iv.node] = frozenset()
+        elif isinstance(iv, Replace):
+            cuts.pop(iv.node, None)
+    return cuts
+
+
+def _probe_coordinates(scm: SCM) -> dict[str, tuple[str, ...]]:
+    from causaltrace.noise import NoiseStreams, NoNoise
+    from causaltrace.simulate import sample
+
+    world = sample(scm, seed=0)
+    streams = NoiseStreams(0)
+    panel = scm.panel
+    out: dict[str, tuple[str, ...]] = {}
+    for name in scm.order:
+        node = scm.nodes[name]
+        noise = (
+            None
+            if type(node.noise) is NoNoise
+            else node.noise.draw(streams.generator(name), panel.shape)
+        )
+        parents = {p: _constant_like(world[p]) for p in node.parents}
+        try:
+            value = node.mechanism(parents, None if noise is None else _constant_like(noise), panel)
+            out[name] = _varying_coordinates(np.asarray(value, dtype=np.float64), panel)
+        except Exception:  # a mechanism that cannot take constant inputs: assume it reads all
+            out[name] = scm.panel_coordinates
+    return out
+
+
+def _constant_like(values: np.ndarray) -> np.ndarray:
+    """The array's median everywhere, in its dtype (read-only, like simulated parents)."""
+    med = np.median(np.asarray(values, dtype=np.float64))
+    out = np.full(values.shape, np.rint(med) if values.dtype.kind in "iu" else med)
+    out = out.astype(values.dtype)
+    out.setflags(write=False)
+    return out
+
+
+def _varying_coordinates(value: np.ndarray, panel: Panel) -> tuple[str, ...]:
+    """Coordinates along which ``value`` varies (other dimensions and time held fixed)."""
+    tol = 1e-9 * max(1.0, float(np.nanmax(np.abs(value))) if value.size else 1.0)
+    found = []
+    for dim in panel.dimension_names:
+        others = tuple(d for d in panel.dimension_names if d != dim)
+        index, n_groups = panel.group_index(others)
+        hi = np.full((n_groups, panel.n_time), -np.inf)
+        lo = np.full((n_groups, panel.n_time), np.inf)
+        np.maximum.at(hi, index, value)
+        np.minimum.at(lo, index, value)
+        if (hi - lo > tol).any():
+            found.append(dim)
+    if (value.max(axis=1) - value.min(axis=1) > tol).any():
+        found.append("time")
+    return tuple(found)
