@@ -2,6 +2,10 @@
 
 ``causaltrace simulate --domain example`` draws one hidden cause, simulates the factual and
 counterfactual worlds with shared noise, and prints what the cause did to each observed node.
+``causaltrace export-structure --domain example --out DIR`` writes sampled worlds (observational,
+and under ``--do node=value``) and the true graph for structure-learning libraries.
+A user error (unknown domain or node, a malformed option) is one line on stderr and exit status 2
+(``--debug`` shows the traceback).
 Dataset generation and evaluation have their own Hydra apps (``causaltrace-generate``,
 ``causaltrace-eval``).
 """
@@ -54,17 +58,62 @@ def simulate_summary(domain_name: str, seed: int, cause: str | None = None) -> s
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from causaltrace.apps.errors import run_cli
+
+    return run_cli("causaltrace", _main, argv)
+
+
+def _main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(prog="causaltrace", description=__doc__.splitlines()[0])
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
     sub = parser.add_subparsers(dest="command", required=True)
     sim = sub.add_parser("simulate", help="simulate one hidden cause and print its effects")
     sim.add_argument("--domain", default="example", help=f"one of {sorted(available_domains())}")
     sim.add_argument("--seed", type=int, default=0)
     sim.add_argument("--cause", default=None, help="intervention point (default: drawn)")
     sub.add_parser("domains", help="list registered domains")
+    exp = sub.add_parser(
+        "export-structure",
+        help="sampled worlds and the true graph, for structure-learning libraries",
+    )
+    exp.add_argument("--domain", default="example", help=f"one of {sorted(available_domains())}")
+    exp.add_argument("--out", required=True, metavar="DIR", help="directory to write into")
+    exp.add_argument("--samples", type=int, default=100, help="worlds per regime (default 100)")
+    exp.add_argument("--seed", type=int, default=0, help="root seed of every world's seed")
+    exp.add_argument(
+        "--do",
+        action="append",
+        default=[],
+        metavar="NODE=VALUE",
+        help="an interventional regime: NODE set to VALUE on the whole panel (repeatable)",
+    )
+    exp.add_argument(
+        "--include-latent", action="store_true", help="also export the unobserved nodes' columns"
+    )
+    exp.add_argument(
+        "--with-panel",
+        action="store_true",
+        help="add the panel coordinates (dimensions, time) as graph nodes",
+    )
     args = parser.parse_args(argv)
     if args.command == "domains":
         for name, path in sorted(available_domains().items()):
             print(f"{name}\t{path}")
+        return 0
+    if args.command == "export-structure":
+        from causaltrace.structure_export import export_structure
+
+        written = export_structure(
+            args.domain,
+            args.out,
+            samples=args.samples,
+            seed=args.seed,
+            do=args.do,
+            include_latent=args.include_latent,
+            with_panel=args.with_panel,
+        )
+        for path in written:
+            print(path)
         return 0
     print(simulate_summary(args.domain, args.seed, args.cause))
     return 0
