@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 from causaltrace.errors import CausalTraceError
 from causaltrace.intervention_points import InterventionDraw, InterventionPrior
 from causaltrace.profiles import Ramp, Step, profile_name
+from causaltrace.storage import plain_data
 
 if TYPE_CHECKING:  # pragma: no cover (verify imports scipy; importing causaltrace must not)
     from causaltrace.verify import VerifierConfig
@@ -122,7 +123,7 @@ class Difficulty:
         if unknown:
             raise DifficultyError(f"difficulty: unknown key(s) {unknown}; known: {sorted(known)}")
         if isinstance(data.get("domain"), Mapping):
-            data["domain"] = _plain(data["domain"])
+            data["domain"] = plain_data(data["domain"])
         return cls(**data)
 
     @property
@@ -141,15 +142,7 @@ class Difficulty:
 
     def knobs(self) -> dict[str, Any]:
         """The knobs as plain data (what a label records)."""
-        return _plain(asdict(self))
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
+        return plain_data(asdict(self))
 
 
 def _sub_range(low: float, high: float, q: tuple[float, float], log: bool) -> tuple[float, float]:

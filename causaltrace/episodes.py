@@ -204,7 +204,7 @@ def make_label(
     """The oracle label: cause, group, slice, onset, strength and counterfactual KPI effects;
     ``extra["alert"]`` records how much of the alert the cause explains (None without one) and
     ``extra["difficulty"]`` the domain's difficulty knobs and where the draw fell (generation
-    adds what the verifier measured, :func:`causaltrace.generation.with_measured_difficulty`).
+    adds what the verifier and the oracle measured, :func:`causaltrace.generation.accept_episode`).
     A concurrent episode's further causes are the label's ``also``; every effect is then the
     causes' together (factual with all of them against the counterfactual with none)."""
     panel = domain.scm.panel

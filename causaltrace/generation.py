@@ -48,6 +48,7 @@ from causaltrace.storage import (
     canonical_json,
     json_load,
     jsonl,
+    plain_data,
     read_jsonl,
     sha256_file,
     write_episode_dir,
@@ -227,7 +228,7 @@ class Job:
 
     def config_record(self) -> dict[str, Any]:
         """The config that decides the dataset's bytes (as the manifest states it)."""
-        return _plain(
+        return plain_data(
             {
                 "domain": dict(self.domain),
                 "dataset": asdict(self.dataset),
@@ -306,11 +307,11 @@ def typical_snr(domain: Domain, cause: str) -> float:
     return float(domain.scm.point(cause).metadata.get("typical_snr") or 1.0)
 
 
-def with_measured_difficulty(label: OracleLabel, verdict: Verdict, typical: float) -> OracleLabel:
-    """``label`` with what the verifier measured on the accepted episode's tables added to its
-    difficulty record: the detection SNR and z of a signal cause (and the SNR in units of the
-    cause's ``typical`` SNR), the strongest scan z of any cause in a no-signal episode (its most
-    tempting false lead), and the alert's explained share."""
+def verifier_measurements(label: OracleLabel, verdict: Verdict, typical: float) -> dict:
+    """What the verifier measured on an accepted episode's tables: the detection SNR and z of a
+    signal cause (and the SNR in units of the cause's ``typical`` SNR), the strongest scan z of
+    any cause in a no-signal episode (its most tempting false lead), the alert's explained share
+    and, for a concurrent episode, its second cause's SNR and z."""
     stats = verdict.stats
     scans = [v for k, v in stats.items() if k.startswith("scan_z:")]
     snr = stats.get("snr")
@@ -321,33 +322,33 @@ def with_measured_difficulty(label: OracleLabel, verdict: Verdict, typical: floa
         "strongest_false_lead_z": max(scans) if scans else None,
         "alert_explained_share": stats.get("alert_explained_share"),
     }
-    if label.also:  # a concurrent episode: what the verifier measured for its second cause
+    if label.also:
         measured["second"] = {
             "cause": label.also[0].cause,
             "snr": stats.get("second:snr"),
             "z": stats.get("second:z"),
         }
-    extra = dict(label.extra)
-    extra["difficulty"] = {**extra.get("difficulty", {}), "measured": measured}
-    return replace(label, extra=extra)
+    return measured
 
 
 _ORACLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def with_oracle_reading(label: OracleLabel, domain: Domain, tables) -> OracleLabel:
-    """``label`` with the oracle's reading of the accepted episode's tables added to its
-    measured difficulty: its answer, its posterior margin and the posterior it puts on the
-    truth (``causaltrace.audit.oracle``: the model known, the draw not)."""
+def oracle_measurements(label: OracleLabel, domain: Domain, tables) -> dict:
+    """The oracle's reading of an accepted episode's tables: its answer, its posterior margin
+    and the posterior it puts on the truth (``causaltrace.audit.oracle``: the model known, the
+    draw not). One solver per domain, built on first use."""
     from causaltrace.audit.oracle import OracleSolver, oracle_reading
 
     if domain not in _ORACLES:
         _ORACLES[domain] = OracleSolver(domain)
-    reading = oracle_reading(_ORACLES[domain], tables, label.causes)
+    return oracle_reading(_ORACLES[domain], tables, label.causes)
+
+
+def with_measured_difficulty(label: OracleLabel, measured: Mapping[str, Any]) -> OracleLabel:
+    """``label`` with ``measured`` as its difficulty record's ``measured`` part."""
     extra = dict(label.extra)
-    difficulty = dict(extra.get("difficulty", {}))
-    difficulty["measured"] = {**difficulty.get("measured", {}), **reading}
-    extra["difficulty"] = difficulty
+    extra["difficulty"] = {**extra.get("difficulty", {}), "measured": dict(measured)}
     return replace(label, extra=extra)
 
 
@@ -365,8 +366,11 @@ def accept_episode(
         verdict = verify_episode(domain, episode, verifier)
         verdicts.append(verdict)
         if verdict.accepted:
-            label = with_measured_difficulty(episode.label, verdict, typical)
-            label = with_oracle_reading(label, domain, episode.tables)
+            measured = {
+                **verifier_measurements(episode.label, verdict, typical),
+                **oracle_measurements(episode.label, domain, episode.tables),
+            }
+            label = with_measured_difficulty(episode.label, measured)
             return replace(episode, label=label), verdicts
     reasons = Counter(v.reason for v in verdicts)
     causes = " + ".join(spec.causes)
@@ -612,7 +616,7 @@ def write_manifest(job: Job) -> Path | None:
     with _directory_lock(layout.root):
         # Under the lock no other writer is mid-write, so any temporary manifest left here is
         # a killed writer's: remove it with the new manifest in place.
-        atomic_write_text(layout.manifest, canonical_json(_plain(manifest)))
+        atomic_write_text(layout.manifest, canonical_json(plain_data(manifest)))
         for stale in layout.root.glob(f".{layout.manifest.name}.*.tmp"):
             stale.unlink(missing_ok=True)
     return layout.manifest
@@ -629,15 +633,6 @@ def _directory_lock(directory: Path):
         yield
     finally:
         os.close(fd)  # closing the descriptor releases the lock
-
-
-def _plain(value):
-    """Plain JSON data from dataclasses, mappings and tuples (for the manifest)."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
 
 
 def acceptance_report(out_dir: str | Path):

@@ -56,6 +56,15 @@ def canonical_json(data: Any) -> str:
     return json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
 
 
+def plain_data(value: Any) -> Any:
+    """Plain JSON data from mappings and tuples (config records, manifests, labels)."""
+    if isinstance(value, Mapping):
+        return {str(k): plain_data(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain_data(v) for v in value]
+    return value
+
+
 def jsonl(records: Iterable[Mapping[str, Any]]) -> str:
     return "".join(json.dumps(r, sort_keys=True, ensure_ascii=False) + "\n" for r in records)
 

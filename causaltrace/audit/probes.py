@@ -66,6 +66,17 @@ def _cross_validate(model, X: pd.DataFrame, y: np.ndarray, folds: int, seed: int
     return cross_val_predict(model, X.to_numpy(), y, cv=splitter)
 
 
+def _fit_and_score(model, X: pd.DataFrame, y: np.ndarray, folds: int, rng: np.random.Generator):
+    """Out-of-fold accuracy (Wilson interval), n, chance and the folds used; then ``model`` is
+    fitted on everything (for its feature importances or its rule)."""
+    k = _folds(y, folds)
+    pred = _cross_validate(model, X, y, k, _seed(rng))
+    acc, lo, hi = wilson(int((pred == y).sum()), len(y))
+    chance = max(Counter(y.tolist()).values()) / len(y)
+    model.fit(X.to_numpy(), y)
+    return acc, lo, hi, len(y), chance, k
+
+
 def _seed(rng: np.random.Generator) -> int:
     return int(rng.integers(0, 2**31 - 1))
 
@@ -85,16 +96,11 @@ def leakage_probe(
     y = np.asarray(y)
     if len(y) < 4 or len(set(y.tolist())) < 2 or X.shape[1] == 0:
         return _empty(name, y)
-    k = _folds(y, folds)
     model = RandomForestClassifier(n_estimators=trees, random_state=_seed(rng), n_jobs=1)
-    pred = _cross_validate(model, X, y, k, _seed(rng))
-    correct = int((pred == y).sum())
-    acc, lo, hi = wilson(correct, len(y))
-    chance = max(Counter(y.tolist()).values()) / len(y)
-    model.fit(X.to_numpy(), y)
+    scores = _fit_and_score(model, X, y, folds, rng)
     order = np.argsort(-model.feature_importances_)[:8]
     top = [(str(X.columns[i]), float(model.feature_importances_[i])) for i in order]
-    return ProbeResult(name, acc, lo, hi, len(y), chance, k, X.shape[1], top)
+    return ProbeResult(name, *scores, X.shape[1], top)
 
 
 def shortcut_probe(
@@ -112,17 +118,12 @@ def shortcut_probe(
     y = np.asarray(y)
     if len(y) < 4 or len(set(y.tolist())) < 2 or X.shape[1] == 0:
         return _empty(name, y)
-    k = _folds(y, folds)
     model = DecisionTreeClassifier(max_depth=depth, random_state=_seed(rng))
-    pred = _cross_validate(model, X, y, k, _seed(rng))
-    correct = int((pred == y).sum())
-    acc, lo, hi = wilson(correct, len(y))
-    chance = max(Counter(y.tolist()).values()) / len(y)
-    model.fit(X.to_numpy(), y)
+    scores = _fit_and_score(model, X, y, folds, rng)
     used = np.flatnonzero(model.feature_importances_ > 0)
     top = sorted(
         ((str(X.columns[i]), float(model.feature_importances_[i])) for i in used),
         key=lambda kv: -kv[1],
     )
     rule = export_text(model, feature_names=[str(c) for c in X.columns], decimals=3)
-    return ProbeResult(name, acc, lo, hi, len(y), chance, k, X.shape[1], top, rule)
+    return ProbeResult(name, *scores, X.shape[1], top, rule)
