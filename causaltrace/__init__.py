@@ -22,6 +22,7 @@ from causaltrace.errors import (
     GraphError,
     InterventionError,
     MechanismError,
+    NoCounterfactualError,
     PanelError,
     SliceError,
 )
@@ -81,6 +82,7 @@ __all__ = [
     "Linear",
     "Mechanism",
     "MechanismError",
+    "NoCounterfactualError",
     "NoNoise",
     "Node",
     "NoiseSpec",

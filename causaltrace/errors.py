@@ -38,3 +38,7 @@ class SliceError(PanelError):
 
 class InterventionError(CausalTraceError):
     """An intervention targets an unknown node or has invalid parameters."""
+
+
+class NoCounterfactualError(CausalTraceError):
+    """A counterfactual quantity was asked of worlds simulated with ``counterfactual=False``."""

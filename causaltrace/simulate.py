@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from causaltrace.errors import MechanismError
+from causaltrace.errors import MechanismError, NoCounterfactualError
 from causaltrace.interventions import Intervention
 from causaltrace.noise import NoiseStreams, NoNoise
 from causaltrace.panel import Panel
@@ -51,6 +51,11 @@ class Worlds:
 
     def effect(self, name: str) -> np.ndarray:
         """Factual minus counterfactual for node ``name`` (zero outside the cause's reach)."""
+        if self.counterfactual is None:
+            raise NoCounterfactualError(
+                f"Worlds.effect({name!r}): these worlds were simulated with counterfactual=False, "
+                "so there is no counterfactual to subtract; simulate with counterfactual=True"
+            )
         return self.factual[name] - self.counterfactual[name]
 
 

@@ -166,3 +166,15 @@ def test_factual_only_simulation_gives_the_same_factual_bytes(chain_scm):
     factual_only = chain_scm.simulate(interventions, seed=21, counterfactual=False)
     assert factual_only.counterfactual is None
     _assert_worlds_equal(both.factual, factual_only.factual)
+
+
+def test_effect_without_counterfactual_is_a_named_error():
+    """``Worlds.effect`` after ``simulate(counterfactual=False)`` names the cause, not a TypeError."""
+    from causaltrace import NoCounterfactualError
+    from domains.example import ExampleDomain
+
+    scm = ExampleDomain().scm
+    node = next(iter(scm.order))
+    worlds = scm.simulate([], seed=0, counterfactual=False)
+    with pytest.raises(NoCounterfactualError, match="counterfactual=False"):
+        worlds.effect(node)
