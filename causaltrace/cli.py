@@ -3,7 +3,8 @@
 ``causaltrace simulate --domain example`` draws one hidden cause, simulates the factual and
 counterfactual worlds with shared noise, and prints what the cause did to each observed node.
 ``causaltrace export-structure --domain example --out DIR`` writes sampled worlds (observational,
-and under ``--do node=value``) and the true graph for structure-learning libraries.
+and under regimes: ``--do``, ``--shift``, ``--scale`` ``node=value[@slice]``, ``--regime`` for
+several nodes) and the true graph for structure-learning libraries.
 A user error (unknown domain or node, a malformed option) is one line on stderr and exit status 2
 (``--debug`` shows the traceback).
 Dataset generation and evaluation have their own Hydra apps (``causaltrace-generate``,
@@ -80,12 +81,29 @@ def _main(argv: Sequence[str]) -> int:
     exp.add_argument("--out", required=True, metavar="DIR", help="directory to write into")
     exp.add_argument("--samples", type=int, default=100, help="worlds per regime (default 100)")
     exp.add_argument("--seed", type=int, default=0, help="root seed of every world's seed")
+    for flag, kind, example in (
+        ("--do", "do", "NODE set to VALUE (hard)"),
+        ("--shift", "shift", "VALUE added to NODE (soft)"),
+        ("--scale", "scale", "NODE multiplied by VALUE (soft)"),
+    ):
+        exp.add_argument(
+            flag,
+            action="append",
+            dest="regimes",
+            default=[],
+            type=lambda text, kind=kind: f"{kind}:{text}",
+            metavar="NODE=VALUE[@SLICE]",
+            help=f"an interventional regime: {example} on every cell, or on the cells of "
+            "SLICE (dim=level&dim=level); repeatable",
+        )
     exp.add_argument(
-        "--do",
+        "--regime",
         action="append",
+        dest="regimes",
         default=[],
-        metavar="NODE=VALUE",
-        help="an interventional regime: NODE set to VALUE on the whole panel (repeatable)",
+        metavar="KIND:NODE=VALUE[@SLICE],...",
+        help="a regime of one or more interventions (KIND: do, shift or scale), e.g. "
+        "'do:orders=5,shift:visits=10@channel=search'; repeatable",
     )
     exp.add_argument(
         "--include-latent", action="store_true", help="also export the unobserved nodes' columns"
@@ -108,7 +126,7 @@ def _main(argv: Sequence[str]) -> int:
             args.out,
             samples=args.samples,
             seed=args.seed,
-            do=args.do,
+            regimes=args.regimes,
             include_latent=args.include_latent,
             with_panel=args.with_panel,
         )

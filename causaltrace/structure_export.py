@@ -3,14 +3,18 @@
 ``causaltrace export-structure --domain example --out DIR`` writes, into ``DIR``:
 
 - ``observational.parquet``: ``--samples`` worlds, one row per (world, cell, time step);
-- ``interventional/<regime>.parquet``: the same under each ``--do node=value`` (a hard
-  whole-panel, whole-window :class:`~causaltrace.Do`), plus a ``regime`` column;
+- ``interventional/<regime>.parquet``: the same under each regime, plus ``regime`` and
+  ``intervened`` columns. A regime is one or more interventions over the whole window, each
+  hard (``do``, :class:`~causaltrace.Do`) or soft (``shift``, ``scale``), on every cell or on a
+  slice: ``--do node=value[@slice]``, ``--shift node=delta[@slice]``,
+  ``--scale node=factor[@slice]``, and ``--regime kind:node=value[@slice],...`` for several
+  nodes at once. ``graph.json`` records each regime's kind, node, value, slice and cells;
 - ``graph.json``, ``graph.gml`` and ``adjacency.csv``: the true graph;
 - ``README.txt``: what the files are, and the pooled-panel pitfall.
 
 Every world has its own seed, spawned from ``--seed`` by ``numpy.random.SeedSequence`` (regime
 ``r``, world ``i``: ``SeedSequence(seed, spawn_key=(r,)).spawn(samples)[i]``, the observational
-regime being ``r = 0`` and the ``k``-th ``--do`` ``r = k``), so no global random state is read and
+regime being ``r = 0`` and the ``k``-th regime flag on the command line ``r = k``), so no global random state is read and
 the same arguments write the same bytes. Regimes use independent noise: an interventional world
 is not the counterfactual of an observational one.
 """
@@ -20,6 +24,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,8 +33,9 @@ import networkx as nx
 import numpy as np
 
 from causaltrace.errors import CausalTraceError
-from causaltrace.interventions import Do
+from causaltrace.interventions import Do, Intervention, Scale, Shift
 from causaltrace.scm import SCM
+from causaltrace.slices import WHOLE_PANEL, Slice, parse_slice
 from causaltrace.storage import atomic_write_bytes, atomic_write_text, canonical_json, table_bytes
 
 OBSERVATIONAL_FILE = "observational.parquet"
@@ -38,47 +44,141 @@ GRAPH_JSON = "graph.json"
 GRAPH_GML = "graph.gml"
 ADJACENCY_CSV = "adjacency.csv"
 README_FILE = "README.txt"
-RESERVED_COLUMNS = ("world", "time", "regime")
+RESERVED_COLUMNS = ("world", "time", "regime", "intervened")
+
+
+KINDS = ("do", "shift", "scale")
+
+
+@dataclass(frozen=True)
+class RegimeIntervention:
+    """One intervention of a regime: its kind, node, value (the set value, shift or factor)
+    and slice (the whole panel when empty), over the whole window."""
+
+    kind: str
+    node: str
+    value: float
+    where: Slice = WHOLE_PANEL
+
+    @property
+    def intervention(self) -> Intervention:
+        if self.kind == "do":
+            return Do(self.node, where=self.where, value=self.value)
+        if self.kind == "shift":
+            return Shift(self.node, where=self.where, delta=self.value)
+        return Scale(self.node, where=self.where, factor=self.value)
+
+    @property
+    def hard(self) -> bool:
+        """Whether the node stops reading its parents where it applies (``do``)."""
+        return self.kind == "do"
+
+    def spec(self) -> str:
+        """The text form, ``kind:node=value[@slice]``, that :func:`parse_regime` reads."""
+        at = f"@{self.where.canonical()}" if not self.where.is_whole_panel else ""
+        return f"{self.kind}:{self.node}={_format_value(self.value)}{at}"
+
+    def stem(self) -> str:
+        at = f"_at_{_safe(self.where.canonical())}" if not self.where.is_whole_panel else ""
+        return f"{self.kind}_{self.node}_{_format_value(self.value)}{at}"
 
 
 @dataclass(frozen=True)
 class Regime:
-    """One ``--do node=value``: the regime's name (its file stem), node and value."""
+    """An interventional regime: its name (the file stem) and its interventions, applied in
+    order on the same worlds (several nodes make a multi-node regime)."""
 
     name: str
-    node: str
-    value: float
+    interventions: tuple[RegimeIntervention, ...]
 
     @property
-    def intervention(self) -> Do:
-        return Do(self.node, value=self.value)
+    def node(self) -> str:
+        """The node of a single-intervention regime (kept for ``--do`` callers)."""
+        if len(self.interventions) != 1:
+            raise CausalTraceError(f"regime {self.name!r} has {len(self.interventions)} nodes")
+        return self.interventions[0].node
+
+    @property
+    def value(self) -> float:
+        if len(self.interventions) != 1:
+            raise CausalTraceError(f"regime {self.name!r} has {len(self.interventions)} nodes")
+        return self.interventions[0].value
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        return tuple(iv.node for iv in self.interventions)
+
+    def spec(self) -> str:
+        return ",".join(iv.spec() for iv in self.interventions)
 
 
 def parse_do(spec: str, scm: SCM) -> Regime:
-    """``"node=value"`` as a :class:`Regime`; raises a one-line error naming what is wrong."""
-    node, sep, text = spec.partition("=")
+    """``"node=value[@slice]"`` as a one-node ``do`` :class:`Regime` (the ``--do`` flag)."""
+    return parse_regime(f"do:{spec}", scm, flag="--do", text=spec)
+
+
+def parse_regime(spec: str, scm: SCM, *, flag: str = "regime", text: str | None = None) -> Regime:
+    """``"kind:node=value[@slice],..."`` as a :class:`Regime`; one-line errors naming the part.
+
+    ``kind`` is ``do`` (set), ``shift`` (add) or ``scale`` (multiply); ``slice`` is
+    ``dim=level&dim=level`` (default: every cell). Several comma-separated parts make a
+    multi-node regime; a node may appear once.
+    """
+    shown = f"{flag} {(spec if text is None else text)!r}"
+    parts = [p.strip() for p in spec.split(",")]
+    if not spec.strip() or not all(parts):
+        raise CausalTraceError(f"{shown}: expected kind:node=value[@slice], e.g. do:visits=100")
+    ivs = tuple(_parse_part(part, scm, shown) for part in parts)
+    nodes = [iv.node for iv in ivs]
+    twice = sorted({n for n in nodes if nodes.count(n) > 1})
+    if twice:
+        raise CausalTraceError(f"{shown}: node(s) {twice} given twice in one regime")
+    return Regime("__".join(iv.stem() for iv in ivs), ivs)
+
+
+def _parse_part(part: str, scm: SCM, shown: str) -> RegimeIntervention:
+    kind, colon, rest = part.partition(":")
+    kind = kind.strip()
+    if not colon or kind not in KINDS:
+        raise CausalTraceError(
+            f"{shown}: {part!r} must start with one of {', '.join(k + ':' for k in KINDS)}"
+        )
+    body, at, where_text = rest.partition("@")
+    node, sep, text = body.partition("=")
     node, text = node.strip(), text.strip()
     if not sep or not node or not text:
-        raise CausalTraceError(f"--do {spec!r}: expected node=value, e.g. visits=100")
+        raise CausalTraceError(f"{shown}: expected node=value, e.g. visits=100")
     if node not in scm.nodes:
         raise CausalTraceError(
-            f"--do {spec!r}: unknown node {node!r}; nodes of {scm.name!r}: {', '.join(scm.order)}"
+            f"{shown}: unknown node {node!r}; nodes of {scm.name!r}: {', '.join(scm.order)}"
         )
     try:
         value = float(text)
     except ValueError:
-        raise CausalTraceError(f"--do {spec!r}: value {text!r} is not a number") from None
+        raise CausalTraceError(f"{shown}: value {text!r} is not a number") from None
     if not math.isfinite(value):
-        raise CausalTraceError(f"--do {spec!r}: value {text!r} is not finite")
-    if scm.nodes[node].dtype.kind in "iu" and value != int(value):
-        raise CausalTraceError(
-            f"--do {spec!r}: node {node!r} is an integer count; give an integer value"
-        )
-    return Regime(f"do_{node}_{_format_value(value)}", node, value)
+        raise CausalTraceError(f"{shown}: value {text!r} is not finite")
+    if kind == "do" and scm.nodes[node].dtype.kind in "iu" and value != int(value):
+        raise CausalTraceError(f"{shown}: node {node!r} is an integer count; give an integer value")
+    where = WHOLE_PANEL
+    if at:
+        if not where_text.strip():
+            raise CausalTraceError(f"{shown}: empty slice after '@' (omit '@' for every cell)")
+        try:
+            where = parse_slice(where_text, scm.panel)
+        except CausalTraceError as exc:
+            raise CausalTraceError(f"{shown}: {exc}") from None
+    return RegimeIntervention(kind, node, value, where)
 
 
 def _format_value(value: float) -> str:
     return str(int(value)) if value == int(value) and abs(value) < 1e15 else repr(value)
+
+
+def _safe(text: str) -> str:
+    """A slice's text as part of a file name: ``channel=search&region=north`` ->
+    ``channel-search_region-north`` (other characters outside [A-Za-z0-9.-] become ``-``)."""
+    return "_".join(re.sub(r"[^A-Za-z0-9.\-]", "-", c) for c in text.split("&"))
 
 
 def world_seeds(seed: int, regime_index: int, samples: int) -> list[np.random.SeedSequence]:
@@ -98,7 +198,9 @@ def regime_frame(
     regime: Regime | None = None,
 ):
     """The worlds of one regime as a DataFrame: ``world``, the dimensions, ``time``, the nodes
-    (and ``regime`` for an interventional one), one row per (world, cell, time step)."""
+    (and, for an interventional one, ``regime`` and ``intervened``: the regime's targets whose
+    slice holds the row's cell, comma-joined, ``""`` where none), one row per (world, cell,
+    time step)."""
     import pandas as pd
 
     panel = scm.panel
@@ -110,18 +212,29 @@ def regime_frame(
         columns[dim.name] = pd.Categorical.from_codes(codes, dim.levels)
     columns["time"] = np.tile(panel.time.values, panel.n_cells * n)
     values: dict[str, list[np.ndarray]] = {name: [] for name in nodes}
+    ivs = [] if regime is None else [iv.intervention for iv in regime.interventions]
     for ss in seeds:
         if regime is None:
             world = scm.sample(ss)
         else:
-            world = scm.simulate([regime.intervention], seed=ss, counterfactual=False).factual
+            world = scm.simulate(ivs, seed=ss, counterfactual=False).factual
         for name in nodes:
             values[name].append(np.asarray(world[name]).ravel())
     for name in nodes:
         columns[name] = np.concatenate(values[name])
     if regime is not None:
         columns["regime"] = np.full(n * n_units, regime.name, dtype=object)
+        columns["intervened"] = np.tile(np.repeat(intervened_cells(scm, regime), panel.n_time), n)
     return pd.DataFrame(columns)
+
+
+def intervened_cells(scm: SCM, regime: Regime) -> np.ndarray:
+    """Per panel cell, the regime's targets whose slice holds it, comma-joined (object array)."""
+    out = np.full(scm.panel.n_cells, "", dtype=object)
+    for iv in regime.interventions:
+        mask = iv.where.mask(scm.panel)
+        out[mask] = np.where(out[mask] == "", iv.node, out[mask] + "," + iv.node)
+    return out
 
 
 def graph_for_export(scm: SCM, with_panel: bool) -> nx.DiGraph:
@@ -159,14 +272,45 @@ def graph_json(scm: SCM, g: nx.DiGraph, regimes: Sequence[Regime]) -> dict:
             "time": [str(scm.panel.time.values[0]), str(scm.panel.time.values[-1])],
             "n_time": scm.panel.n_time,
         },
-        "regimes": [
+        "regimes": [regime_metadata(scm, g, r, order) for r in regimes],
+    }
+
+
+def regime_metadata(scm: SCM, g: nx.DiGraph, regime: Regime, order: Sequence[str]) -> dict:
+    """A regime as graph.json records it, for learners that use known intervention targets.
+
+    Per intervention: kind (``do`` hard; ``shift`` / ``scale`` soft), node, value, the slice
+    (``{}`` and ``whole_panel`` true for every cell) and the indices of the cells it touches
+    (rows of the panel's cell table, the order of the tables' cells); ``cut_edges`` are the
+    export graph's edges into nodes the engine mutilates (a ``do`` on every cell and step),
+    which is also what ``scm.intervene(...).graph_view()`` removes.
+    """
+    done = scm.intervene(*[iv.intervention for iv in regime.interventions])
+    cut = done.mutilated_nodes()
+    cells = []
+    for iv in regime.interventions:
+        mask = iv.where.mask(scm.panel)
+        cells.append(
             {
-                "name": r.name,
-                "file": f"{INTERVENTIONAL_DIR}/{r.name}.parquet",
-                "do": {"node": r.node, "value": r.value},
-                "cut_edges": [[p, r.node] for p in order if g.has_edge(p, r.node)],
+                "kind": iv.kind,
+                "node": iv.node,
+                "value": iv.value,
+                "hard": iv.hard,
+                "slice": iv.where.as_dict(),
+                "whole_panel": bool(mask.all()),
+                "cells": [int(i) for i in np.flatnonzero(mask)],
+                "n_cells": int(mask.sum()),
+                "mutilated": iv.node in cut,
             }
-            for r in regimes
+        )
+    return {
+        "name": regime.name,
+        "file": f"{INTERVENTIONAL_DIR}/{regime.name}.parquet",
+        "spec": regime.spec(),
+        "targets": list(regime.targets),
+        "interventions": cells,
+        "cut_edges": [
+            [p, n] for n in regime.targets if n in cut for p in order if g.has_edge(p, n)
         ],
     }
 
@@ -215,7 +359,7 @@ def readme_text(
         f"Structure-learning export of domain {domain_name!r} (SCM {scm.name!r}).",
         f"Written by: causaltrace export-structure --domain {domain_name} --samples {samples} "
         f"--seed {seed}"
-        + "".join(f" --do {r.node}={_format_value(r.value)}" for r in regimes)
+        + "".join(f" --regime {r.spec()}" for r in regimes)
         + (" --include-latent" if left_out == [] and scm.latent else "")
         + (" --with-panel" if with_panel else ""),
         "",
@@ -223,10 +367,13 @@ def readme_text(
         f"- {OBSERVATIONAL_FILE}: {samples} worlds sampled from the model, one row per "
         f"(world, cell, time step): {samples} x {panel.n_cells} cells x {panel.n_time} steps. "
         f"Columns: world, {dims}, time, then one column per node: {', '.join(nodes)}.",
-        f"- {INTERVENTIONAL_DIR}/<regime>.parquet: the same layout under one intervention, plus "
-        "a 'regime' column (the file's name).",
+        f"- {INTERVENTIONAL_DIR}/<regime>.parquet: the same layout under a regime's "
+        "interventions, plus a 'regime' column (the file's name) and an 'intervened' column "
+        "(the regime's target nodes whose slice holds the row's cell, comma-joined; empty "
+        "where none).",
         f"- {GRAPH_JSON}: the true graph: nodes (observed / coordinate flags), directed edges, "
-        "the panel, and each regime's intervention with the edges it cuts.",
+        "the panel, and each regime: its interventions (kind, node, value, slice, the indices "
+        "of the cells it touches) and the edges it cuts.",
         f"- {GRAPH_GML}: the same graph in GML (networkx.read_gml; node attributes observed "
         "and coordinate, 0/1).",
         f"- {ADJACENCY_CSV}: adjacency matrix, rows = parents, columns = children, 1 = edge "
@@ -251,12 +398,13 @@ def readme_text(
         )
     lines += ["", "Regimes", "- observational: no intervention."]
     for r in regimes:
-        lines.append(
-            f"- {r.name}: do({r.node} = {_format_value(r.value)}) on every cell and time step "
-            f"(a hard intervention: {r.node} no longer reads its parents or the panel coordinates; "
-            "graph.json lists the edges it cuts)."
-        )
+        lines.append(f"- {r.name}: " + "; ".join(_describe(iv) for iv in r.interventions) + ".")
     lines += [
+        "A do on every cell is hard everywhere: the node no longer reads its parents or the "
+        "panel coordinates (graph.json lists the edges cut). On a slice it is hard in those "
+        "cells only, so the pooled graph keeps the edges; shift and scale are soft (the node "
+        "still reads its parents). graph.json's regimes give, per intervention, the kind, node, "
+        "value, slice and cell indices, for learners that use known intervention targets.",
         "Every world has its own seed, spawned from the export's seed with "
         "numpy.random.SeedSequence; regimes use independent noise (an interventional world is "
         "not the counterfactual of an observational one).",
@@ -275,6 +423,13 @@ def readme_text(
     return "\n".join(lines) + "\n"
 
 
+def _describe(iv: RegimeIntervention) -> str:
+    what = {"do": "set to", "shift": "shifted by", "scale": "scaled by"}[iv.kind]
+    where = "every cell" if iv.where.is_whole_panel else f"cells where {iv.where.canonical()}"
+    kind = "hard" if iv.hard else "soft"
+    return f"{iv.node} {what} {_format_value(iv.value)} on {where}, every time step ({kind})"
+
+
 def export_structure(
     domain_name: str,
     out: str | Path,
@@ -282,10 +437,15 @@ def export_structure(
     samples: int = 100,
     seed: int = 0,
     do: Sequence[str] = (),
+    regimes: Sequence[str] = (),
     include_latent: bool = False,
     with_panel: bool = False,
 ) -> list[Path]:
     """Write the export of ``domain_name`` into ``out``; returns the files written, in order.
+
+    ``do`` specs (``node=value[@slice]``) come first, then ``regimes`` specs
+    (``kind:node=value[@slice],...``, see :func:`parse_regime`); the ``k``-th regime in that
+    order is seeded with ``k``.
 
     User errors (unknown domain or node, malformed ``do``, bad counts) raise
     :class:`~causaltrace.errors.CausalTraceError` naming the culprit before anything is written.
@@ -300,11 +460,11 @@ def export_structure(
     clash = sorted(set(RESERVED_COLUMNS + scm.panel.dimension_names) & set(scm.order))
     if clash:
         raise CausalTraceError(f"SCM {scm.name!r}: node(s) {clash} clash with a table column")
-    regimes = [parse_do(spec, scm) for spec in do]
-    names = [r.name for r in regimes]
+    parsed = [parse_do(spec, scm) for spec in do] + [parse_regime(spec, scm) for spec in regimes]
+    names = [r.name for r in parsed]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
-        raise CausalTraceError(f"--do given twice for the same regime: {', '.join(dupes)}")
+        raise CausalTraceError(f"the same regime is given twice: {', '.join(dupes)}")
     nodes = columns_for(scm, include_latent)
     g = graph_for_export(scm, with_panel)
 
@@ -321,10 +481,10 @@ def export_structure(
 
     obs = regime_frame(scm, nodes, world_seeds(seed, 0, samples))
     put(out / OBSERVATIONAL_FILE, table_bytes(obs))
-    for k, regime in enumerate(regimes, start=1):
+    for k, regime in enumerate(parsed, start=1):
         frame = regime_frame(scm, nodes, world_seeds(seed, k, samples), regime)
         put(out / INTERVENTIONAL_DIR / f"{regime.name}.parquet", table_bytes(frame))
-    put(out / GRAPH_JSON, canonical_json(graph_json(scm, g, regimes)))
+    put(out / GRAPH_JSON, canonical_json(graph_json(scm, g, parsed)))
     put(out / GRAPH_GML, gml_bytes(scm, g))
     put(out / ADJACENCY_CSV, adjacency_csv(scm, g))
     put(
@@ -333,7 +493,7 @@ def export_structure(
             domain_name,
             scm,
             nodes,
-            regimes,
+            parsed,
             samples=samples,
             seed=seed,
             with_panel=with_panel,

@@ -130,11 +130,13 @@ def test_submit_tool_takes_causes_only_for_concurrent_datasets():
     space = example_space()
     plain = submit_tool(space)["function"]["parameters"]
     assert set(plain["properties"]) == {"root_cause", "slice"}
-    assert plain["required"] == ["root_cause", "slice"]
+    assert plain["required"] == ["root_cause"]  # slice-free causes need no slice
+    assert plain["properties"]["root_cause"]["enum"] == list(space.causes)
     several = submit_tool(space, concurrent=True)["function"]["parameters"]
-    assert "causes" in several["properties"] and several["required"] == []
-    items = several["properties"]["causes"]["items"]
-    assert items["properties"]["root_cause"]["enum"] == list(space.causes)
+    assert "causes" in several["properties"] and "required" not in several
+    # Flat like every other parameter (verl keeps only type/description/enum): a JSON list.
+    assert several["properties"]["causes"]["type"] == "string"
+    assert several["properties"]["root_cause"]["enum"] == list(space.causes)
 
 
 # -- labels ------------------------------------------------------------------------------------
@@ -313,3 +315,12 @@ def test_full_attribution_of_a_concurrent_episode_needs_the_exact_set():
     outcomes = score_episodes(items, space)
     assert [o.full_attribution for o in outcomes] == [True, True, False, False, False, True]
     assert outcomes[-1].set_exact is None
+
+
+def test_causes_as_json_text_parse_like_the_list():
+    """The flat submit tool takes ``causes`` as a JSON string (verl and TRL keep only flat
+    parameters); it parses to the same answer as the list itself."""
+    as_list = parse_answer(causes(CHECKOUT, ("TRAFFIC_DROP", None)), example_space())
+    text = json.dumps(causes(CHECKOUT, ("TRAFFIC_DROP", None))["causes"])
+    as_text = parse_answer({"causes": text}, example_space())
+    assert as_list.ok and as_text.ok and as_text.answer == as_list.answer

@@ -1,5 +1,6 @@
-"""The environment: Gym-style stepping, budgets, scoring on submit, transcripts, concurrency,
-and the TRL and verl adapters, on a small generated dataset with real sandboxed tools."""
+"""The environment: Gym-style stepping, budgets, scoring on submit, transcripts and
+concurrency, on a small generated dataset with real sandboxed tools (the TRL and verl adapters
+are tested against the real trainers in test_trainer_trl.py and test_trainer_verl.py)."""
 
 from __future__ import annotations
 
@@ -183,50 +184,6 @@ def test_many_episodes_concurrently_in_one_loop(dataset):
 
     rewards = asyncio.run(main())
     assert rewards == pytest.approx([1.0] * len(source.episode_ids))
-
-
-def test_trl_environment_factory(dataset):
-    from causaltrace.env.trl import make_trl_environment, trl_reward
-
-    env_cls = make_trl_environment(dataset)
-    env = env_cls()
-    assert env.reset(episode_id="envtest-000003") is None
-    assert "perf_daily" in env.sql("SHOW TABLES")
-    assert env.python("print(1 + 1)").strip() == "2"
-    answer = correct_answer(env._source, "envtest-000003")
-    assert "Submission received" in env.submit(answer["root_cause"], answer["slice"])
-    assert trl_reward(["..."], environments=[env]) == [pytest.approx(1.0)]
-    # Tool methods carry type hints and Google-style docstrings (TRL builds schemas from them).
-    for name in ("sql", "python", "submit"):
-        method = getattr(env_cls, name)
-        assert method.__annotations__ and "Args:" in method.__doc__
-
-
-def test_verl_tools_keep_state_across_create_execute_release(dataset):
-    from causaltrace.env import verl
-
-    config = {"dataset": str(dataset)}
-    schema = {"type": "function", "function": {"name": "python"}}
-    tool = verl.PythonTool(config, schema)
-
-    async def call(code):
-        instance = await tool.create(create_kwargs={"episode_id": "envtest-000000"})
-        text, reward, _ = await tool.execute(instance, {"code": code})
-        await tool.release(instance)
-        return text, reward
-
-    async def main():
-        first = await call("y = 41")
-        second = await call("print(y + 1)")
-        for entry in verl.REGISTRY.episodes.values():
-            await entry["tools"].close()
-        verl.REGISTRY.episodes.clear()
-        await verl.REGISTRY.runtime.close()
-        verl.REGISTRY.runtime = None
-        return first, second
-
-    (_, r1), (text, r2) = asyncio.run(main())
-    assert text.strip() == "42" and r1 == r2 == 0.0
 
 
 def test_random_agent_runs_through_the_session(dataset):

@@ -16,8 +16,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from causaltrace import Do
 from causaltrace.cli import main
 from causaltrace.domain import load_domain
+from causaltrace.slices import Slice
 from causaltrace.structure_export import world_seeds
 
 SAMPLES = 30
@@ -63,8 +65,9 @@ def test_files_and_columns(exported, scm):
     assert len(obs) == SAMPLES * scm.panel.size
     assert not obs.duplicated(key).any()
     do = pd.read_parquet(exported / "interventional" / f"{REGIME}.parquet")
-    assert list(do.columns) == [*obs.columns, "regime"]
+    assert list(do.columns) == [*obs.columns, "regime", "intervened"]
     assert set(do["regime"]) == {REGIME}
+    assert set(do["intervened"]) == {"orders"}  # a whole-panel do touches every row
     # Row order: world, then cell, then time; world 0 is the sample of its spawned seed.
     world0 = scm.sample(world_seeds(7, 0, SAMPLES)[0])
     first = obs[obs["world"] == 0]
@@ -94,7 +97,12 @@ def test_graph_files_match_the_scm_graph(exported, scm):
     assert {n["name"]: n["observed"] for n in graph["nodes"]} == {
         n: scm.nodes[n].observed for n in scm.order
     }
-    assert graph["regimes"][0]["do"] == {"node": "orders", "value": 5.0}
+    (regime,) = graph["regimes"]
+    assert regime["targets"] == ["orders"] and regime["spec"] == "do:orders=5"
+    (iv,) = regime["interventions"]
+    assert (iv["kind"], iv["node"], iv["value"], iv["hard"]) == ("do", "orders", 5.0, True)
+    assert iv["whole_panel"] and iv["mutilated"] and iv["slice"] == {}
+    assert iv["cells"] == list(range(scm.panel.n_cells))
     assert {tuple(e) for e in graph["regimes"][0]["cut_edges"]} == {
         ("visits", "orders"),
         ("checkout_rate", "orders"),
@@ -186,3 +194,140 @@ def test_bad_domain_through_the_real_command(tmp_path):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "unknown domain 'nope'" in lines[0], proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+# -- regimes: sliced, soft and multi-node interventions -----------------------------------------
+# The engine shares noise across worlds with the same seed, so a regime's frame built with the
+# observational worlds' seeds (regime_frame's own code path, as the export calls it) differs from
+# the observational frame only where the interventions and their descendants say: outside a
+# slice, and for non-descendants everywhere, the values are equal bit for bit.
+
+
+def _pair(scm, spec: str, samples: int = 6, seed: int = 3):
+    from causaltrace.structure_export import parse_regime, regime_frame
+
+    regime = parse_regime(spec, scm)
+    seeds = world_seeds(seed, 0, samples)
+    obs = regime_frame(scm, scm.order, seeds)  # every node, latent ones too
+    return regime, obs, regime_frame(scm, scm.order, seeds, regime)
+
+
+def test_sliced_do_sets_only_the_slice(scm):
+    regime, obs, do = _pair(scm, "do:orders=5@channel=search")
+    inside = (do["channel"] == "search").to_numpy()
+    assert 0 < inside.sum() < len(do)
+    assert (do.loc[inside, "orders"] == 5).all()
+    assert (do.loc[inside, "tracked_orders"] <= 5).all()  # a descendant follows
+    for node in scm.order:  # outside the slice nothing moves
+        np.testing.assert_array_equal(do.loc[~inside, node], obs.loc[~inside, node])
+    for node in ("demand", "visits", "checkout_rate"):  # non-descendants of orders
+        np.testing.assert_array_equal(do[node], obs[node])
+    assert set(do["intervened"]) == {"orders", ""}
+    assert ((do["intervened"] == "orders").to_numpy() == inside).all()
+    assert regime.name == "do_orders_5_at_channel-search"
+
+
+def test_shift_is_soft_and_adds_the_delta(scm):
+    _, obs, sh = _pair(scm, "shift:visits=100")
+    # visits is an integer count: rint(x + 100) = x + 100 exactly.
+    np.testing.assert_array_equal(sh["visits"] - obs["visits"], 100)
+    np.testing.assert_array_equal(sh["demand"], obs["demand"])  # an ancestor: unchanged
+    np.testing.assert_array_equal(sh["checkout_rate"], obs["checkout_rate"])
+    # orders ~ Binomial(visits, rate) by inverse CDF of a shared uniform: the extra orders have
+    # mean 100 * rate per row. The coupled difference of two binomials has variance at most
+    # that of Binomial(100, rate) <= 100 * rate; averaged over N rows its SE is at most
+    # sqrt(mean(100 * rate) / N). Tolerance 5 SE (a false alarm about once in 1.7 million).
+    extra = (sh["orders"] - obs["orders"]).to_numpy(float)
+    expected = 100 * obs["checkout_rate"].to_numpy()
+    se = np.sqrt(expected.mean() / len(extra))
+    assert abs(extra.mean() - expected.mean()) < 5 * se, (extra.mean(), expected.mean(), se)
+    assert (extra >= 0).all()  # inverse CDF is monotone in the trials
+
+
+def test_sliced_scale_multiplies_inside_only(scm):
+    _, obs, sc = _pair(scm, "scale:visits=0.5@region=north")
+    inside = (sc["region"] == "north").to_numpy()
+    np.testing.assert_array_equal(
+        sc.loc[inside, "visits"], np.rint(0.5 * obs.loc[inside, "visits"].to_numpy())
+    )
+    np.testing.assert_array_equal(sc.loc[~inside, "visits"], obs.loc[~inside, "visits"])
+    np.testing.assert_array_equal(sc["demand"], obs["demand"])
+
+
+def test_multi_node_regime(scm):
+    regime, obs, mm = _pair(scm, "do:visits=100,shift:orders=1@channel=email")
+    assert regime.targets == ("visits", "orders")
+    assert (mm["visits"] == 100).all()
+    email = (mm["channel"] == "email").to_numpy()
+    assert set(mm.loc[email, "intervened"]) == {"visits,orders"}
+    assert set(mm.loc[~email, "intervened"]) == {"visits"}
+    # orders in email cells is Binomial(100, rate) + 1: at least 1; elsewhere it can be 0.
+    assert (mm.loc[email, "orders"] >= 1).all()
+    for node in ("demand", "checkout_rate", "tag_fire_rate"):  # non-descendants
+        np.testing.assert_array_equal(mm[node], obs[node])
+
+
+def test_regime_flags_files_and_metadata(tmp_path, scm):
+    args = (
+        "--samples",
+        "2",
+        "--shift",
+        "visits=10",
+        "--do",
+        "orders=5@channel=search&region=north",
+        "--regime",
+        "do:visits=100,scale:orders=2@channel=email",
+    )
+    assert export(tmp_path, *args) == 0
+    graph = json.loads((tmp_path / "graph.json").read_text())
+    names = [r["name"] for r in graph["regimes"]]
+    assert names == [
+        "shift_visits_10",
+        "do_orders_5_at_channel-search_region-north",
+        "do_visits_100__scale_orders_2_at_channel-email",
+    ]
+    for r in graph["regimes"]:
+        assert (tmp_path / r["file"]).is_file()
+    shift, sliced, multi = graph["regimes"]
+    assert shift["interventions"][0]["hard"] is False and shift["cut_edges"] == []
+    (iv,) = sliced["interventions"]
+    codes = {d: scm.panel.codes(d) for d in ("channel", "region")}
+    want = np.flatnonzero((codes["channel"] == 0) & (codes["region"] == 0))
+    assert iv["cells"] == want.tolist() and iv["n_cells"] == 1
+    assert iv["slice"] == {"channel": "search", "region": "north"}
+    assert not iv["whole_panel"] and not iv["mutilated"] and sliced["cut_edges"] == []
+    assert multi["targets"] == ["visits", "orders"]
+    assert [i["mutilated"] for i in multi["interventions"]] == [True, False]
+    assert multi["cut_edges"] == [["demand", "visits"]]
+    # Command-line order gives the seeds: regime k (1-based) uses spawn key k.
+    sliced_rows = pd.read_parquet(tmp_path / sliced["file"])
+    world0 = scm.simulate(
+        [Do("orders", where=Slice.of(channel="search", region="north"), value=5.0)],
+        seed=world_seeds(0, 2, 2)[0],
+        counterfactual=False,
+    ).factual
+    np.testing.assert_array_equal(
+        sliced_rows.loc[sliced_rows["world"] == 0, "orders"], world0["orders"].ravel()
+    )
+    readme = (tmp_path / "README.txt").read_text()
+    assert "--regime do:orders=5@channel=search&region=north" in readme
+    assert "visits shifted by 10 on every cell, every time step (soft)" in readme
+
+
+@pytest.mark.parametrize(
+    ("args", "culprit"),
+    [
+        (("--shift", "visits=1@channel=nope"), "nope"),
+        (("--scale", "visits=2@"), "empty slice"),
+        (("--regime", "do:visits=1,shift:visits=2"), "given twice"),
+        (("--regime", "push:visits=1"), "must start with one of do:, shift:, scale:"),
+        (("--shift", "visits=inf"), "not finite"),
+        (("--do", "orders=5", "--regime", "do:orders=5"), "the same regime is given twice"),
+    ],
+)
+def test_bad_regimes_one_line_exit_2(tmp_path, capsys, args, culprit):
+    out = tmp_path / "out"
+    assert export(out, *args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and culprit in err, err
+    assert not out.exists()

@@ -130,7 +130,7 @@ def test_call_dispatches_llm_tool_calls(tools):
 
 def test_schemas_are_flat_strings():
     schemas = tool_schemas()
-    assert [s["function"]["name"] for s in schemas] == ["sql", "python", "submit"]
+    assert [s["function"]["name"] for s in schemas] == ["sql", "python"]
     for schema in schemas:
         assert schema["type"] == "function"
         params = schema["function"]["parameters"]

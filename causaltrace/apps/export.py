@@ -10,7 +10,21 @@ message first) and a ``tools`` column (the JSON schemas the agent had). Each row
 records the episode, the dataset's name, split and manifest hash, the evaluation seed and the
 agent; never the dataset's generation seed, which would let anyone regenerate the labels.
 A ``<out>.meta.json`` file beside the JSONL records the runs, the filter and the counts.
-User errors print one line; ``--debug`` shows the traceback.
+
+With ``--tokenizer`` (a Hugging Face name or directory) and ``--max-length``, every row is
+measured in tokens as the trainer will see it (chat template, tools included). A row longer
+than ``--max-length`` would be cut before its answer (the ``submit`` call is its last message),
+which teaches a model to investigate and never answer. ``--on-overflow`` decides: ``compact``
+(default) shortens the row's tool outputs, keeping the head and tail of each, until it fits,
+and drops it if it cannot; ``warn`` writes it as it is and says so; ``refuse`` stops with the
+rows named. The meta file records the token lengths (p50, p95, max) and what was compacted.
+
+    causaltrace-export rl --dataset data/ads_train --format verl --out data/ads_train.parquet
+
+``rl`` writes a dataset's episodes as RL training rows: ``trl`` (JSONL: ``prompt``,
+``episode_id``, ``ground_truth``, for ``GRPOTrainer`` with ``environment_factory``), ``verl``
+(parquet, plus ``<out>.tools.yaml``, verl's tool config rendered from the tool contract) or
+``hf`` (a ``datasets`` directory). User errors print one line; ``--debug`` shows the traceback.
 """
 
 from __future__ import annotations
@@ -119,6 +133,81 @@ def _check(messages: list[dict[str, Any]]) -> None:
         raise SkipEpisode("the trajectory does not end with the assistant")
 
 
+OVERFLOW_POLICIES = ("compact", "warn", "refuse")
+COMPACT_STEPS = (4000, 2000, 1000, 500, 250, 120)  # tool-output characters kept, tried in turn
+
+
+def compact_tool_outputs(messages: list[dict[str, Any]], keep: int) -> list[dict[str, Any]]:
+    """The messages with every tool output longer than ``keep`` characters cut to its head
+    (two thirds) and tail (one third) around a marker saying how much was left out."""
+    out = []
+    for m in messages:
+        content = m.get("content")
+        if m.get("role") == "tool" and isinstance(content, str) and len(content) > keep:
+            head, tail = (2 * keep) // 3, keep // 3
+            cut = len(content) - head - tail
+            content = f"{content[:head]}\n...({cut} characters cut)...\n{content[-tail:]}"
+            m = {**m, "content": content}
+        out.append(m)
+    return out
+
+
+class TokenBudget:
+    """Rows measured in tokens with a trainer's tokenizer and chat template (tools included)."""
+
+    def __init__(self, tokenizer: Any, max_length: int, on_overflow: str = "compact"):
+        if on_overflow not in OVERFLOW_POLICIES:
+            raise CausalTraceError(
+                f"on_overflow is one of {', '.join(OVERFLOW_POLICIES)}, not {on_overflow!r}"
+            )
+        if int(max_length) <= 0:
+            raise CausalTraceError(f"max_length must be positive, got {max_length}")
+        if isinstance(tokenizer, (str, Path)):
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(str(tokenizer))
+        self.tokenizer, self.max_length, self.on_overflow = tokenizer, int(max_length), on_overflow
+
+    def length(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> int:
+        ids = self.tokenizer.apply_chat_template(messages, tools=tools, tokenize=True)
+        if isinstance(ids, Mapping):  # transformers >= 5 returns a BatchEncoding
+            ids = ids["input_ids"]
+        return len(ids)
+
+    def fit(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> tuple[list[dict[str, Any]], int, int | None]:
+        """``(messages, tokens, kept)``: the row as written, its length, and the tool-output
+        characters kept if it was compacted (None if not). Raises :class:`SkipEpisode` when
+        it cannot fit (compact) and :class:`CausalTraceError` under ``refuse``."""
+        n = self.length(messages, tools)
+        if n <= self.max_length or self.on_overflow == "warn":
+            return messages, n, None
+        if self.on_overflow == "refuse":
+            raise CausalTraceError(
+                f"a row has {n} tokens, more than max_length={self.max_length}: a trainer "
+                "would cut it before its submit call (use --on-overflow compact, or a larger "
+                "--max-length)"
+            )
+        for keep in COMPACT_STEPS:
+            shorter = compact_tool_outputs(messages, keep)
+            n = self.length(shorter, tools)
+            if n <= self.max_length:
+                return shorter, n, keep
+        raise SkipEpisode(f"longer than max_length={self.max_length} tokens even compacted")
+
+
+def _quantiles(values: list[int]) -> dict[str, float]:
+    if not values:
+        return {}
+    ordered = sorted(values)
+
+    def q(p: float) -> float:
+        return float(ordered[min(len(ordered) - 1, int(p * (len(ordered) - 1) + 0.5))])
+
+    return {"p50": q(0.5), "p95": q(0.95), "max": float(ordered[-1]), "n": len(ordered)}
+
+
 def export_sft(
     runs: Sequence[str | Path],
     out: str | Path,
@@ -127,12 +216,19 @@ def export_sft(
     system: str | None = None,
     reasoning: str = "drop",
     arguments: str = "object",
+    budget: TokenBudget | None = None,
 ) -> dict[str, Any]:
-    """Write the fully correct episodes of ``runs`` as SFT JSONL; returns the counts."""
+    """Write the fully correct episodes of ``runs`` as SFT JSONL; returns the counts.
+
+    With ``budget``, rows are measured (and compacted, or refused) in tokens: see the module
+    docstring."""
     if reasoning not in ("drop", "keep") or arguments not in ("object", "string"):
         raise CausalTraceError("reasoning is 'drop' or 'keep'; arguments 'object' or 'string'")
     rows: list[str] = []
     counts: dict[str, Any] = {"episodes": 0, "correct": 0, "written": 0, "skipped": {}}
+    tokens: list[int] = []
+    compacted: dict[str, int] = {}
+    over = 0
     sources = []
     for run_dir in map(Path, runs):
         info_path = run_dir / RUN_FILE
@@ -170,6 +266,12 @@ def export_sft(
                 messages = sft_messages(
                     transcript, system=run_system, reasoning=reasoning, arguments=arguments
                 )
+                if budget is not None:
+                    messages, n_tokens, kept = budget.fit(messages, info["tools"])
+                    tokens.append(n_tokens)
+                    over += n_tokens > budget.max_length
+                    if kept is not None:
+                        compacted[str(kept)] = compacted.get(str(kept), 0) + 1
             except SkipEpisode as exc:
                 counts["skipped"][str(exc)] = counts["skipped"].get(str(exc), 0) + 1
                 continue
@@ -206,8 +308,94 @@ def export_sft(
         "runs": sources,
         "counts": counts,
     }
+    if budget is not None:
+        meta["tokens"] = {
+            "tokenizer": getattr(budget.tokenizer, "name_or_path", None),
+            "max_length": budget.max_length,
+            "on_overflow": budget.on_overflow,
+            "lengths": _quantiles(tokens),
+            "compacted_rows_by_chars_kept": compacted,
+            "rows_over_max_length": over,  # only under "warn"
+        }
+        counts["tokens_p95"] = meta["tokens"]["lengths"].get("p95")
+        counts["over_max_length"] = over
+        if over:
+            print(
+                f"warning: {over} row(s) are longer than max_length={budget.max_length} tokens "
+                "and will be cut before their answer by a trainer with that max_length",
+                file=sys.stderr,
+            )
     atomic_write_text(out.with_name(out.stem + ".meta.json"), canonical_json(meta))
     return counts
+
+
+RL_FORMATS = ("trl", "verl", "hf")
+
+
+def write_verl_tools(
+    dataset: str | Path, out: str | Path, *, max_tool_calls: int = 30, idle_seconds: float = 600
+) -> Path:
+    """verl's tool-config YAML for ``dataset``, rendered from its tool contract."""
+    import yaml
+
+    from causaltrace.env.contract import ToolContract
+
+    config = ToolContract.for_dataset(dataset).verl_tool_config(
+        str(dataset), max_tool_calls=max_tool_calls, idle_seconds=idle_seconds
+    )
+    header = (
+        "# verl tool config rendered by `causaltrace-export verl-tools` from the tool contract\n"
+        "# (causaltrace/env/contract.py); regenerate it rather than editing it by hand.\n"
+    )
+    out = Path(out)
+    atomic_write_text(out, header + yaml.safe_dump(config, sort_keys=False, width=100))
+    return out
+
+
+def export_rl(
+    dataset: str | Path, out: str | Path, fmt: str, *, limit: int | None = None
+) -> dict[str, Any]:
+    """Write a dataset's episodes as RL rows in ``fmt`` (see the module docstring)."""
+    from causaltrace.env.source import DatasetSource
+    from causaltrace.scoring.adapters.common import dataset_records
+
+    if fmt not in RL_FORMATS:
+        raise CausalTraceError(f"--format is one of {', '.join(RL_FORMATS)}, not {fmt!r}")
+    source = DatasetSource(dataset)
+    episodes = source.episode_ids[:limit] if limit is not None else source.episode_ids
+    records = dataset_records(source, episodes)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    written: dict[str, Any] = {"format": fmt, "rows": len(records), "out": str(out)}
+    if fmt == "verl":
+        from causaltrace.scoring.adapters.verl import export_verl_parquet
+
+        export_verl_parquet(records, out, split=str(records[0].metadata.get("split", "train")))
+        tools = out.with_name(out.stem + ".tools.yaml")
+        write_verl_tools(source.root, tools)
+        written["tools"] = str(tools)
+    elif fmt == "hf":
+        from causaltrace.scoring.adapters.hf import export_hf_dataset
+
+        export_hf_dataset(records, out)
+    else:
+        from causaltrace.scoring.adapters.common import ground_truth_json
+
+        lines = [
+            json.dumps(
+                {
+                    "prompt": [dict(m) for m in r.prompt],
+                    "episode_id": r.episode_id,
+                    "ground_truth": ground_truth_json(r.label, r.space),
+                },
+                ensure_ascii=False,
+                sort_keys=True,
+            )
+            + "\n"
+            for r in records
+        ]
+        atomic_write_text(out, "".join(lines))
+    return written
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -250,7 +438,54 @@ def _main(argv: Sequence[str]) -> int:
         default="object",
         help="tool-call arguments as JSON objects (chat templates) or JSON text",
     )
+    sft.add_argument(
+        "--tokenizer",
+        default=None,
+        help="measure rows in tokens with this tokenizer (Hugging Face name or directory)",
+    )
+    sft.add_argument(
+        "--max-length",
+        type=int,
+        default=None,
+        help="the trainer's max_length (SFTConfig.max_length); needs --tokenizer",
+    )
+    sft.add_argument(
+        "--on-overflow",
+        choices=OVERFLOW_POLICIES,
+        default="compact",
+        help="a row over --max-length: compact its tool outputs (default), warn, or refuse",
+    )
+    rl = sub.add_parser("rl", help="a dataset's episodes as RL training rows (TRL, verl, HF)")
+    rl.add_argument("--dataset", required=True, metavar="DIR", help="a generated dataset")
+    rl.add_argument("--format", required=True, choices=RL_FORMATS)
+    rl.add_argument("--out", required=True, metavar="PATH", help="the file (or directory) to write")
+    rl.add_argument("--limit", type=int, default=None, help="the first N episodes only")
+    tools = sub.add_parser("verl-tools", help="verl's tool config, rendered from the contract")
+    tools.add_argument("--dataset", required=True, metavar="DIR", help="a generated dataset")
+    tools.add_argument("--out", required=True, metavar="YAML", help="the file to write")
+    tools.add_argument("--max-tool-calls", type=int, default=30)
+    tools.add_argument("--idle-seconds", type=float, default=600)
     args = parser.parse_args(argv)
+    if args.command == "rl":
+        written = export_rl(args.dataset, args.out, args.format, limit=args.limit)
+        print(json.dumps(written, sort_keys=True))
+        return 0
+    if args.command == "verl-tools":
+        write_verl_tools(
+            args.dataset,
+            args.out,
+            max_tool_calls=args.max_tool_calls,
+            idle_seconds=args.idle_seconds,
+        )
+        print(f"wrote verl's tool config for {args.dataset} to {args.out}")
+        return 0
+    if (args.tokenizer is None) != (args.max_length is None):
+        raise CausalTraceError("--tokenizer and --max-length go together")
+    budget = (
+        TokenBudget(args.tokenizer, args.max_length, args.on_overflow)
+        if args.tokenizer is not None
+        else None
+    )
     counts = export_sft(
         args.run,
         args.out,
@@ -258,6 +493,7 @@ def _main(argv: Sequence[str]) -> int:
         system=args.system,
         reasoning=args.reasoning,
         arguments=args.arguments,
+        budget=budget,
     )
     print(json.dumps(counts, sort_keys=True))
     print(f"wrote {counts['written']} trajectories to {args.out}")

@@ -74,64 +74,18 @@ class StepResult:
 
 
 def submit_tool(space, concurrent: bool = False) -> dict[str, Any]:
-    """The submit tool's OpenAI schema for a domain: flat strings, causes as an enum.
+    """The submit tool's OpenAI schema for a domain (see :mod:`causaltrace.env.contract`)."""
+    from causaltrace.env.contract import submit_spec
 
-    With ``concurrent`` (a dataset whose episodes may have several causes) the tool also takes
-    ``causes``, a list of ``{root_cause, slice}`` objects, in place of ``root_cause`` and
-    ``slice``; the parser accepts that form either way, and the schema without it is the
-    single-cause one as before."""
-    dims = ", ".join(name for name, _ in space.dimensions)
-    slice_text = (
-        f"The affected slice as dim=level or dim=level&dim=level over {dims}; empty for causes "
-        "that act on the whole account."
-    )
-    properties: dict[str, Any] = {
-        "root_cause": {
-            "type": "string",
-            "enum": list(space.causes),
-            "description": "The root cause.",
-        },
-        "slice": {"type": "string", "description": slice_text},
-    }
-    description = "Submit the final diagnosis and end the episode (call it once)."
-    required = ["root_cause", "slice"]
-    if concurrent:
-        properties["root_cause"]["description"] = "The root cause (when there is one)."
-        properties["causes"] = {
-            "type": "array",
-            "description": (
-                "Several root causes at work at the same time, each with its slice (give "
-                "either root_cause and slice, or causes). Every cause listed that is not at "
-                "work costs reward."
-            ),
-            "items": {
-                "type": "object",
-                "properties": {
-                    "root_cause": {"type": "string", "enum": list(space.causes)},
-                    "slice": {"type": ["string", "null"], "description": slice_text},
-                },
-                "required": ["root_cause", "slice"],
-            },
-        }
-        description += " Give one cause, or several with causes."
-        required = []
-    return {
-        "type": "function",
-        "function": {
-            "name": "submit",
-            "description": description,
-            "parameters": {"type": "object", "properties": properties, "required": required},
-        },
-    }
+    return submit_spec(space, concurrent).openai()
 
 
 def tool_schemas_for(space, concurrent: bool = False) -> list[dict[str, Any]]:
     """sql, python and the domain's submit, in OpenAI function-calling format (``concurrent``:
-    a dataset with concurrent episodes, whose submit takes several causes; the domain of such
-    a dataset has ``domain.concurrent`` set)."""
-    from causaltrace.tools.schemas import tool_schemas
+    a dataset with concurrent episodes, whose submit also takes ``causes``)."""
+    from causaltrace.env.contract import ToolContract
 
-    return [*tool_schemas(("sql", "python")), submit_tool(space, concurrent)]
+    return ToolContract.for_space(space, concurrent).openai()
 
 
 class DiagnosisSession:

@@ -1,104 +1,224 @@
 """verl tools: ``sql``, ``python`` and ``submit`` as ``verl.tools.base_tool.BaseTool``
-subclasses, keyed by the episode id in ``create_kwargs`` (importable without verl).
+subclasses (verl 0.7 to 0.9; tested with 0.9.1). Importable without verl; constructing a tool
+without it raises a named error.
 
-verl's agent loop calls ``create``, ``execute`` and ``release`` around every single tool call,
-so an instance id lives for one call only. The episode's tools (its DuckDB connection and its
-Python namespace) therefore live in a process-wide registry keyed by the episode id (and an
-optional ``rollout_key`` in ``create_kwargs``, to keep GRPO samples of the same prompt apart);
-an episode's tools close after ``idle_seconds`` without calls. Rewards come from
-``causaltrace.scoring.adapters.verl.compute_score`` on the whole response; the submit tool only
-acknowledges. Tool config: ``configs/verl/causaltrace_tools.yaml``.
+verl's ``ToolAgentLoop`` calls ``create`` -> ``execute`` -> ``release`` around every single tool
+call, with the row's ``create_kwargs`` (the same for every GRPO sample of a prompt). The state
+of a sample (its tools' DuckDB connection and Python namespace, its call budget, whether it
+submitted) therefore lives in a :class:`DiagnosisSession` keyed by the *trajectory*: verl >= 0.7
+passes each trajectory's ``agent_data`` to ``execute``, and that object is the key (held weakly:
+when verl drops it at the end of the trajectory, its session closes). Samples of one prompt
+never share a namespace or a budget. A caller other than verl's agent loop may give
+``create_kwargs={"episode_id": ..., "rollout_key": ...}`` instead.
+
+A session ends on ``submit``, when its budget is spent (later calls answer "The episode is
+over."), when its trajectory is dropped, or after ``idle_seconds`` without calls. The reward
+comes from ``causaltrace.scoring.adapters.verl.compute_score`` on the whole response; ``submit``
+only acknowledges. The tool config is rendered from the tool contract:
+``causaltrace-export verl-tools --dataset DIR --out tools.yaml``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+import weakref
+from dataclasses import dataclass, field
 from typing import Any
 from uuid import uuid4
 
-try:  # pragma: no cover - exercised only where verl is installed
-    from verl.tools.base_tool import BaseTool as _VerlBaseTool
-except Exception:  # verl not installed: a stand-in with the same interface
+from causaltrace.errors import CausalTraceError
 
-    class _VerlBaseTool:  # type: ignore[no-redef]
-        def __init__(self, config: dict, tool_schema: Any):
-            self.config = config
-            self.tool_schema = tool_schema
-            function = (
-                tool_schema["function"] if isinstance(tool_schema, dict) else tool_schema.function
-            )
-            self.name = function["name"] if isinstance(function, dict) else function.name
+SUPPORTED = ((0, 7), (0, 9))  # inclusive range of verl minor versions
 
-        def get_openai_tool_schema(self) -> Any:
-            return self.tool_schema
+try:  # verl is optional: the module imports without it, the tools refuse to start
+    import verl as _verl
+    from verl.tools.base_tool import BaseTool as _BaseTool
+    from verl.tools.schemas import ToolResponse
+except ImportError:  # pragma: no cover - exercised where verl is absent
+    _verl = None
+    _BaseTool = object
+    ToolResponse = None
 
 
-class _Registry:
-    """Open episodes by key, shared by the tool classes of one process."""
+def _check_verl() -> None:
+    if _verl is None:
+        raise CausalTraceError(
+            "causaltrace.env.verl needs verl (pip install 'causaltrace[verl]'; verl 0.7-0.9)"
+        )
+    parts = tuple(int(p) for p in _verl.__version__.split(".")[:2] if p.isdigit())
+    if not SUPPORTED[0] <= parts <= SUPPORTED[1]:
+        raise CausalTraceError(
+            f"verl {_verl.__version__} is not supported by causaltrace's verl tools (verl "
+            f"{SUPPORTED[0][0]}.{SUPPORTED[0][1]} to {SUPPORTED[1][0]}.{SUPPORTED[1][1]}): "
+            "older versions do not pass the trajectory to execute(), so GRPO samples of one "
+            "prompt could not be kept apart"
+        )
+
+
+@dataclass
+class _Open:
+    """One trajectory's session."""
+
+    session: Any
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    last: float = field(default_factory=time.monotonic)
+
+
+class SessionRegistry:
+    """The open sessions of this process, by trajectory key (shared by the three tools)."""
 
     def __init__(self) -> None:
         self.runtime = None
+        self.loop: asyncio.AbstractEventLoop | None = None
         self.sources: dict[str, Any] = {}
-        self.episodes: dict[str, dict[str, Any]] = {}
-        self.lock = asyncio.Lock()
+        self.sessions: dict[str, _Open] = {}
+        self.closed: dict[str, str] = {}  # key -> why it ended (calls after the end say so)
+        self._keys: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._lock: asyncio.Lock | None = None
+        self.closing: set[asyncio.Task] = set()  # closes scheduled by dropped trajectories
 
-    async def tools(self, config: dict, key: str, episode: str):
-        from causaltrace.env.source import DatasetSource
+    def key_for(self, agent_data: Any, create_kwargs: dict[str, Any]) -> str:
+        """The trajectory key: an explicit ``rollout_key``, else one per ``agent_data`` object."""
+        explicit = create_kwargs.get("rollout_key")
+        episode = create_kwargs["episode_id"]
+        if explicit is not None:
+            return f"{episode}::{explicit}"
+        if agent_data is None:
+            raise CausalTraceError(
+                "causaltrace verl tools need the trajectory (verl >= 0.7 passes agent_data to "
+                "execute) or create_kwargs['rollout_key'] to keep GRPO samples apart"
+            )
+        key = self._keys.get(agent_data)
+        if key is None:
+            key = self._keys[agent_data] = f"{episode}::{uuid4().hex}"
+            loop = asyncio.get_running_loop()
+            weakref.finalize(agent_data, _close_later, self, loop, key)
+        return key
+
+    async def _ensure_runtime(self, config: dict) -> None:
         from causaltrace.tools import ToolConfig, ToolRuntime
 
-        async with self.lock:
-            if self.runtime is None:
-                self.runtime = ToolRuntime(ToolConfig.from_mapping(config.get("tools")))
-                await self.runtime.start()
-            entry = self.episodes.get(key)
+        loop = asyncio.get_running_loop()
+        if self.runtime is not None and self.loop is not loop:
+            # A new event loop (verl restarts its loop between phases): the old runtime's
+            # processes belong to a dead loop; start afresh.
+            self.runtime, self.sessions = None, {}
+        if self.runtime is None:
+            self.runtime = ToolRuntime(ToolConfig.from_mapping(config.get("tools")))
+            await self.runtime.start()
+            self.loop = loop
+
+    async def open(self, config: dict, key: str, episode: str) -> _Open | None:
+        """The trajectory's open session, started on first use; None once it has ended."""
+        from causaltrace.env.session import DiagnosisSession, EnvConfig
+        from causaltrace.env.source import DatasetSource
+
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if key in self.closed:
+                return None
+            await self._ensure_runtime(config)
+            entry = self.sessions.get(key)
             if entry is None:
-                root = config["dataset"]
+                root = str(config["dataset"])
                 source = self.sources.setdefault(root, DatasetSource(root))
-                tools = self.runtime.episode(source.visible_dir(episode))
-                await tools.start()
-                entry = self.episodes[key] = {"tools": tools, "calls": 0}
-            entry["last"] = time.monotonic()
-            await self._evict(float(config.get("idle_seconds", 600)))
-            return entry
+                env = EnvConfig(
+                    max_tool_calls=int(config.get("max_tool_calls", 30)),
+                    max_turns=10**9,  # verl counts turns itself (multi_turn.max_*_turns)
+                )
+                session = DiagnosisSession(self.runtime, source, episode, env)
+                await session.__aenter__()
+                entry = self.sessions[key] = _Open(session)
+            entry.last = time.monotonic()
+        await self.evict_idle(float(config.get("idle_seconds", 600)))
+        return entry
 
-    async def _evict(self, idle: float) -> None:
+    async def end(self, key: str, reason: str) -> None:
+        entry = self.sessions.pop(key, None)
+        self.closed[key] = reason
+        if len(self.closed) > 100_000:  # bounded memory of ended keys
+            for old in list(self.closed)[:50_000]:
+                del self.closed[old]
+        if entry is not None:
+            await entry.session.close()
+
+    async def evict_idle(self, idle: float) -> None:
         now = time.monotonic()
-        for key in [k for k, e in self.episodes.items() if now - e["last"] > idle]:
-            await self.episodes.pop(key)["tools"].close()
+        for key in [k for k, e in self.sessions.items() if now - e.last > idle]:
+            await self.end(key, f"idle for more than {idle:g} s")
+
+    async def aclose(self) -> None:
+        """Close every session and the tool runtime (tests; verl's worker exits otherwise)."""
+        await asyncio.gather(*self.closing, return_exceptions=True)
+        for key in list(self.sessions):
+            await self.end(key, "closed")
+        if self.runtime is not None:
+            await self.runtime.close()
+        self.runtime, self.loop = None, None
+        self.closed.clear()
 
 
-REGISTRY = _Registry()
+def _close_later(registry: SessionRegistry, loop: asyncio.AbstractEventLoop, key: str) -> None:
+    """A trajectory was dropped by verl: close its session on its loop (if still running)."""
+    if key not in registry.sessions or loop.is_closed():
+        return
+
+    def start() -> None:
+        task = loop.create_task(registry.end(key, "trajectory finished"))
+        registry.closing.add(task)
+        task.add_done_callback(registry.closing.discard)
+
+    with contextlib.suppress(RuntimeError):  # the loop stopped meanwhile
+        loop.call_soon_threadsafe(start)
 
 
-class CausalTraceTool(_VerlBaseTool):
-    """Base of the three tools: ``config`` needs ``dataset`` (the dataset directory)."""
+REGISTRY = SessionRegistry()
+
+
+class CausalTraceTool(_BaseTool):
+    """Base of the three tools. ``config``: ``dataset`` (required), ``max_tool_calls`` (per
+    trajectory, default 30), ``idle_seconds`` (default 600), ``tools`` (ToolConfig fields)."""
 
     def __init__(self, config: dict, tool_schema: Any):
+        _check_verl()
+        if "dataset" not in (config or {}):
+            raise CausalTraceError(f"{type(self).__name__}: the tool config needs 'dataset'")
         super().__init__(config, tool_schema)
-        self._instances: dict[str, dict[str, str]] = {}
+        self._instances: dict[str, dict[str, Any]] = {}
 
     async def create(self, instance_id: str | None = None, **kwargs: Any):
-        create_kwargs = kwargs.get("create_kwargs", kwargs)
-        episode = create_kwargs.get("episode_id")
-        if episode is None:
-            raise ValueError("causaltrace tools need create_kwargs={'episode_id': ...}")
-        instance_id = instance_id or str(uuid4())
-        key = f"{episode}::{create_kwargs.get('rollout_key', '')}"
-        self._instances[instance_id] = {"episode": str(episode), "key": key}
-        return instance_id
+        """Remember the call's ``create_kwargs`` (the episode); returns ``(id, ToolResponse)``."""
+        create_kwargs = dict(kwargs.get("create_kwargs") or {})
+        if create_kwargs.get("episode_id") is None:
+            raise CausalTraceError(
+                "causaltrace tools need create_kwargs={'episode_id': ...} (the verl dataset's "
+                "extra_info.tools_kwargs; written by causaltrace-export rl --format verl)"
+            )
+        instance_id = instance_id or uuid4().hex
+        self._instances[instance_id] = create_kwargs
+        return instance_id, ToolResponse()
 
     async def execute(self, instance_id: str, parameters: dict[str, Any], **kwargs: Any):
-        instance = self._instances.get(instance_id)
-        if instance is None:
-            return "Error: unknown tool instance.", 0.0, {}
-        entry = await REGISTRY.tools(self.config, instance["key"], instance["episode"])
-        limit = int(self.config.get("max_tool_calls", 30))
-        if entry["calls"] >= limit:
-            return f"Error: the tool-call budget ({limit}) is exhausted.", 0.0, {}
-        entry["calls"] += 1
-        text = await entry["tools"].call(self.name, parameters)
-        return text, 0.0, {"calls": entry["calls"]}
+        """Run the call in the trajectory's session; returns ``(ToolResponse, 0.0, metrics)``."""
+        create_kwargs = self._instances.get(instance_id)
+        if create_kwargs is None:
+            return ToolResponse(text="Error: unknown tool instance."), 0.0, {}
+        key = REGISTRY.key_for(kwargs.get("agent_data"), create_kwargs)
+        entry = await REGISTRY.open(self.config, key, str(create_kwargs["episode_id"]))
+        if entry is None:
+            return ToolResponse(text="The episode is over."), 0.0, {}
+        async with entry.lock:
+            session = entry.session
+            if session.done:
+                return ToolResponse(text="The episode is over."), 0.0, {}
+            result = await session.step({"name": self.name, "arguments": dict(parameters)})
+            metrics = {"tool_calls": session.tool_calls}
+        if session.done:
+            await REGISTRY.end(key, result.info.get("reason", "done"))
+        return ToolResponse(text=result.observation), 0.0, metrics
 
     async def calc_reward(self, instance_id: str, **kwargs: Any) -> float:
         return 0.0  # the reward is computed from the whole response by compute_score
@@ -116,7 +236,5 @@ class PythonTool(CausalTraceTool):
 
 
 class SubmitTool(CausalTraceTool):
-    """The ``submit`` tool: acknowledges; compute_score reads the call from the response."""
-
-    async def execute(self, instance_id: str, parameters: dict[str, Any], **kwargs: Any):
-        return "Submission received. The episode is over.", 0.0, {}
+    """The ``submit`` tool: ends the trajectory's session; compute_score reads the call from
+    the response."""

@@ -474,7 +474,16 @@ class AnswerSpace:
         return cause, sl
 
     def _causes(self, value: Any, notes: list[str]) -> list[Candidate]:
-        """The entries of a ``causes`` list, each named by its position in errors."""
+        """The entries of a ``causes`` list, each named by its position in errors (a list
+        given as JSON text, as the flat submit tool takes it, is decoded first)."""
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                raise AnswerFormatError(
+                    "causes must be a list of {'root_cause', 'slice'} objects (or that list as "
+                    "JSON text), got text that is not JSON"
+                ) from None
         if not isinstance(value, list):
             raise AnswerFormatError(
                 "causes must be a list of {'root_cause', 'slice'} objects, got "

@@ -50,6 +50,9 @@ class ParsePolicy:
     - ``allow_extra_keys``: accept (and ignore) keys other than the answer schema's.
     - ``submit_wrapper_keys``: a submit call whose arguments are ``{"diagnosis": <answer>}``
       (one of these keys alone) is unwrapped; a text value is searched like a final message.
+    - ``max_tool_calls``: the environment's tool-call budget, if any. More non-submit calls
+      than this before the first submit is "tool-call budget exhausted", as the environment
+      ends the episode there (so that scoring a completion and running it agree).
     """
 
     submit_tools: tuple[str, ...] = ("submit", "submit_answer")
@@ -58,6 +61,7 @@ class ParsePolicy:
     max_output_chars: int = 1_000_000
     max_answers: int = 16
     allow_extra_keys: bool = False
+    max_tool_calls: int | None = None
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any] | None) -> ParsePolicy:
@@ -405,6 +409,14 @@ class _Parser:
         self, calls: list[tuple[str, Any]], final: str | None, *, tool_calls: int, turns: int
     ) -> ParsedAnswer:
         counts = {"tool_calls": tool_calls, "turns": turns}
+        budget = self.policy.max_tool_calls
+        if budget is not None:
+            first_submit = next(
+                (i for i, (name, _) in enumerate(calls) if name in self.policy.submit_tools),
+                len(calls),
+            )
+            if first_submit > budget:
+                return self.fail("tool-call budget exhausted", **counts)
         submits = [args for name, args in calls if name in self.policy.submit_tools]
         if len(submits) > self.policy.max_answers:
             return self.fail(

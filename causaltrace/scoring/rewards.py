@@ -383,6 +383,8 @@ class CompositeReward:
             "allow_extra_keys": policy.allow_extra_keys,
             "submit_wrapper_keys": list(policy.submit_wrapper_keys),
         }
+        if policy.max_tool_calls is not None:  # absent by default: older configs rebuild as-is
+            parse["max_tool_calls"] = policy.max_tool_calls
         return {"terms": terms, "parse": parse}
 
     def __call__(self, answer: ParsedAnswer, label: OracleLabel) -> RewardResult:

@@ -13,7 +13,15 @@ from causaltrace.tools.config import (
     ToolError,
 )
 from causaltrace.tools.episode import EpisodeData
-from causaltrace.tools.schemas import PYTHON_TOOL, SQL_TOOL, SUBMIT_TOOL, tool_schemas
+from causaltrace.tools.schemas import (
+    PYTHON_SPEC,
+    PYTHON_TOOL,
+    SQL_SPEC,
+    SQL_TOOL,
+    Param,
+    ToolSpec,
+    tool_schemas,
+)
 from causaltrace.tools.session import (
     EpisodeTools,
     SyncEpisodeTools,
@@ -23,9 +31,12 @@ from causaltrace.tools.session import (
 )
 
 __all__ = [
+    "PYTHON_SPEC",
     "PYTHON_TOOL",
+    "SQL_SPEC",
     "SQL_TOOL",
-    "SUBMIT_TOOL",
+    "Param",
+    "ToolSpec",
     "EpisodeData",
     "EpisodeTools",
     "SandboxError",

@@ -93,6 +93,32 @@ def as_record(item: EpisodeRecord | Sequence[Any] | Mapping[str, Any]) -> Episod
     return EpisodeRecord(episode_id, tuple(prompt), label, space, metadata)
 
 
+def dataset_records(source: Any, episodes: Sequence[str] | None = None) -> list[EpisodeRecord]:
+    """The records of a generated dataset (a directory or a ``DatasetSource``), in dataset
+    order: its prompts as user messages, labels, answer space, and answer-free metadata (the
+    dataset's name and split)."""
+    if not hasattr(source, "episode_ids"):
+        from causaltrace.env.source import DatasetSource
+
+        source = DatasetSource(source)
+    from causaltrace.storage import json_load
+
+    manifest = json_load(source.root / "manifest.json")
+    meta = {k: manifest[k] for k in ("name", "split") if isinstance(manifest.get(k), (str, int))}
+    meta = {("dataset" if k == "name" else k): v for k, v in meta.items()}
+    chosen = source.episode_ids if episodes is None else list(episodes)
+    return [
+        EpisodeRecord(
+            e,
+            ({"role": "user", "content": source.prompt(e)},),
+            source.label(e),
+            source.answer_space,
+            meta,
+        )
+        for e in chosen
+    ]
+
+
 def as_records(items: Iterable[Any]) -> list[EpisodeRecord]:
     return [as_record(item) for item in items]
 

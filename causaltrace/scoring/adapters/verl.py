@@ -58,7 +58,7 @@ def verl_rows(
     data_source: str = DEFAULT_DATA_SOURCE,
     ability: str = DEFAULT_ABILITY,
     split: str = "train",
-    tool_names: Sequence[str] = ("submit",),
+    tool_names: Sequence[str] = ("sql", "python", "submit"),
     interaction_name: str | None = None,
     reward: CompositeReward | Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
