@@ -2,7 +2,8 @@
 
 An agent drives one :class:`~causaltrace.env.DiagnosisSession`: it sends turns (tool calls and
 text) with ``await session.turn(...)`` until the session is done. Built-in agents: ``random``
-(a uniformly random answer: the floor) and ``openai`` (any OpenAI-compatible chat server).
+(a uniformly random answer: the floor), ``openai`` (any OpenAI-compatible chat server) and
+``transformers`` (a local checkpoint generating on this machine).
 Domains add their own (the ads domain's ``teacher`` and ``localizer``) through the
 ``causaltrace.agents`` entry-point group.
 """

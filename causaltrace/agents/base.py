@@ -76,7 +76,7 @@ def make_agent(name: str, config: Mapping[str, Any] | None = None) -> Agent:
 
 
 def _load_builtins() -> None:
-    from causaltrace.agents import random_agent  # noqa: F401  (registers itself)
+    from causaltrace.agents import random_agent, transformers_agent  # noqa: F401  (register)
 
     with contextlib.suppress(ImportError):  # the openai agent needs the optional client
         from causaltrace.agents import openai_agent  # noqa: F401
