@@ -8,6 +8,7 @@ imported only by the functions that need them.
 """
 
 from causaltrace.alerts import AlertExplanation, AlertReading, explain_alert, raised_alert
+from causaltrace.counterfactuals import abduct_noise, counterfactual_from_observations
 from causaltrace.domain import (
     Background,
     Domain,
@@ -17,12 +18,14 @@ from causaltrace.domain import (
     load_domain,
 )
 from causaltrace.errors import (
+    AbductionError,
     CausalTraceError,
     CycleError,
     GraphError,
     InterventionError,
     MechanismError,
     NoCounterfactualError,
+    NotInvertibleError,
     PanelError,
     SliceError,
 )
@@ -51,6 +54,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "SCM",
+    "AbductionError",
+    "NotInvertibleError",
+    "abduct_noise",
+    "counterfactual_from_observations",
     "AlertExplanation",
     "AlertReading",
     "Background",

@@ -422,3 +422,51 @@ def _negbinom_general(mean: np.ndarray, r: float, fp: np.ndarray, fu: np.ndarray
 def normal_icdf(u: np.ndarray) -> np.ndarray:
     """Standard normal quantile of ``u`` (for latent Gaussian shocks driven by uniforms)."""
     return special.ndtri(np.clip(u, 1e-15, 1 - 1e-15))
+
+
+# -- CDFs, for abduction ------------------------------------------------------------------------
+# The inverse-CDF draws above return the smallest k with cdf(k) >= u. Abducting the uniform of an
+# observed count x inverts that: u lies in (cdf(x - 1), cdf(x)]. These are the CDFs the exact
+# quantile path evaluates (``scipy.special``), so an abducted uniform reproduces its count.
+
+
+def count_interval(cdf: Callable[[np.ndarray], np.ndarray], x: np.ndarray) -> tuple:
+    """``(cdf(x - 1), cdf(x)]``: the uniforms an inverse-CDF draw maps to the count ``x``."""
+    x = np.asarray(x, dtype=np.float64)
+    lower = np.where(x > 0, cdf(np.maximum(x - 1.0, 0.0)), 0.0)
+    return lower, np.asarray(cdf(x), dtype=np.float64)
+
+
+def poisson_cdf(k: np.ndarray, lam: np.ndarray) -> np.ndarray:
+    """P(X <= k) for a Poisson of mean ``lam`` (k < 0 gives 0)."""
+    k, lam = np.broadcast_arrays(np.asarray(k, np.float64), np.asarray(lam, np.float64))
+    with np.errstate(invalid="ignore"):
+        out = special.pdtr(np.maximum(k, 0.0), np.maximum(lam, 0.0))
+    return np.where(k < 0, 0.0, np.where(lam <= 0, 1.0, out))
+
+
+def binomial_cdf(k: np.ndarray, n: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """P(X <= k) for a binomial with ``n`` trials and success probability ``p``."""
+    k, n, p = np.broadcast_arrays(
+        np.asarray(k, np.float64),
+        np.maximum(np.asarray(n, np.float64), 0.0),
+        np.clip(np.asarray(p, np.float64), 0.0, 1.0),
+    )
+    out = np.ones(k.shape)
+    degenerate_zero = p <= 0.0  # all mass at 0
+    degenerate_n = p >= 1.0  # all mass at n
+    inside = (k >= 0) & (k < n) & ~degenerate_zero & ~degenerate_n
+    out[inside] = _binom_cdf(k[inside], n[inside], p[inside])
+    out[k < 0] = 0.0
+    out[degenerate_n & (k < n)] = 0.0
+    return out
+
+
+def negbinom_cdf(k: np.ndarray, mean: np.ndarray, dispersion: float) -> np.ndarray:
+    """P(X <= k) for the negative binomial of :func:`negbinom_icdf`."""
+    k, mean = np.broadcast_arrays(
+        np.asarray(k, np.float64), np.maximum(np.asarray(mean, np.float64), 1e-12)
+    )
+    r = float(dispersion)
+    out = special.betainc(r, np.maximum(k, 0.0) + 1.0, r / (r + mean))
+    return np.where(k < 0, 0.0, out)

@@ -42,3 +42,15 @@ class InterventionError(CausalTraceError):
 
 class NoCounterfactualError(CausalTraceError):
     """A counterfactual quantity was asked of worlds simulated with ``counterfactual=False``."""
+
+
+class AbductionError(CausalTraceError):
+    """Exogenous noise cannot be recovered from the given observations (see
+    :mod:`causaltrace.counterfactuals`): a missing or misshapen observation, a count whose
+    counterfactual the observation does not pin down and no ``rng`` to draw it, or an abducted
+    noise that does not reproduce the observation."""
+
+
+class NotInvertibleError(AbductionError):
+    """A node's mechanism has no inverse in its noise (no ``invert`` nor ``noise_interval``),
+    so its noise, and hence its counterfactual, is not determined by the observations."""

@@ -8,6 +8,12 @@ model is a graph plus one mechanism per node"). A mechanism is a pure, vectorize
 returning an array of shape ``panel.shape == (n_cells, n_time)``. It sees the whole panel, so it
 may work along time (lags, cumulative sums) and across cells (shares, budget reallocation through
 ``panel.group_sum``). Parent arrays are read-only: factual and counterfactual worlds share them.
+
+A mechanism whose noise can be recovered from an observation says how, for
+:mod:`causaltrace.counterfactuals`: ``invert(parents, value, panel) -> noise`` when the noise is a
+function of the value (additive, multiplicative, any monotone map), or
+``noise_interval(parents, value, panel) -> (lower, upper)`` for a count drawn by inverse CDF from
+a uniform, which the observed count confines to ``(lower, upper]``.
 """
 
 from __future__ import annotations
@@ -66,6 +72,12 @@ class Exogenous:
             raise ValueError("Exogenous mechanism needs a noise spec on its node")
         return noise
 
+    def invert(
+        self, parents: Mapping[str, np.ndarray], value: np.ndarray, panel: Panel
+    ) -> np.ndarray:
+        """The noise that produced ``value``: the value itself (for abduction)."""
+        return np.asarray(value, dtype=np.float64)
+
 
 @dataclass(frozen=True)
 class Constant:
@@ -109,3 +121,9 @@ class Linear:
         if self.intercept:
             out += self.intercept
         return out
+
+    def invert(
+        self, parents: Mapping[str, np.ndarray], value: np.ndarray, panel: Panel
+    ) -> np.ndarray:
+        """The noise that produced ``value`` (additive: ``value - f(parents)``), for abduction."""
+        return np.asarray(value, dtype=np.float64) - self(parents, None, panel)

@@ -9,7 +9,7 @@ counterfactual there by construction (the same array, not a recomputation).
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -101,31 +101,68 @@ def simulate(
     shape = panel.shape
     nodes, new_nodes = scm.nodes, intervened.nodes
     generator = streams.generator
-    factual: dict[str, np.ndarray] = {}
-    counterfactual: dict[str, np.ndarray] = {}
     if not want_counterfactual:
         nodes = {n: new_nodes[n] if n in affected else nodes[n] for n in intervened.order}
         affected_now: frozenset[str] = frozenset()
     else:
         affected_now = affected
-    for name in intervened.order:  # a superset of the original edges: valid for both worlds
-        node = nodes[name]
+
+    def draw(name: str, node, values: Mapping[str, np.ndarray]) -> np.ndarray | None:
         spec = node.noise
         noise = None if type(spec) is NoNoise else spec.draw(generator(name), shape)
         if noise is not None:
             noise.setflags(write=False)
-        if name in affected_now:
-            factual[name] = _evaluate(new_nodes[name], factual, noise, panel, shape)
-            counterfactual[name] = _evaluate(node, counterfactual, noise, panel, shape)
-        else:
-            value = _evaluate(node, factual, noise, panel, shape)
-            factual[name] = counterfactual[name] = value
+        return noise
+
+    factual, counterfactual = propagate(
+        intervened.order, nodes, new_nodes, affected_now, panel, draw
+    )
     return Worlds(
         World(factual, panel),
         World(counterfactual, panel) if want_counterfactual else None,
         interventions,
         affected,
     )
+
+
+def propagate(
+    order: Sequence[str],
+    nodes: Mapping,
+    new_nodes: Mapping,
+    affected: frozenset[str],
+    panel: Panel,
+    noise_of: Callable[[str, object, Mapping[str, np.ndarray]], np.ndarray | None],
+    base: Mapping[str, np.ndarray] | None = None,
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """The intervened world and the world without interventions, node by node in ``order``.
+
+    The one loop behind :func:`simulate` and
+    :func:`causaltrace.counterfactuals.counterfactual_from_observations`, so that a counterfactual
+    from drawn noise and one from abducted noise are computed the same way. ``noise_of(name,
+    node, intervened_so_far)`` gives a node's exogenous noise (drawn, or abducted from an
+    observation). Nodes outside ``affected`` (not descended from an intervened node) are computed
+    once and shared by both worlds. With ``base`` (the observed world without interventions) the
+    base world is not recomputed: unaffected nodes take the observed array as it is and only
+    affected nodes ask for noise.
+    """
+    shape = panel.shape
+    intervened: dict[str, np.ndarray] = {}
+    without: dict[str, np.ndarray] = {}
+    for name in order:  # a superset of the original edges: valid for both worlds
+        if base is not None and name not in affected:
+            intervened[name] = without[name] = base[name]
+            continue
+        node = nodes[name]
+        noise = noise_of(name, node, intervened)
+        if name in affected:
+            intervened[name] = _evaluate(new_nodes[name], intervened, noise, panel, shape)
+            without[name] = (
+                base[name] if base is not None else _evaluate(node, without, noise, panel, shape)
+            )
+        else:
+            value = _evaluate(node, intervened, noise, panel, shape)
+            intervened[name] = without[name] = value
+    return intervened, without
 
 
 # SCM -> {interventions key: (intervened SCM, affected nodes)}. Keyed by the identity of the

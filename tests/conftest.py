@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _engine_support import chain_nodes
 
-from causaltrace import SCM, Dimension, Exogenous, Linear, Node, Normal, Panel, TimeAxis
+from causaltrace import SCM, Dimension, Panel, TimeAxis
 
 
 @pytest.fixture
@@ -14,16 +15,6 @@ def small_panel() -> Panel:
         [Dimension("device", ("mobile", "desktop", "tablet")), Dimension("geo", ("us", "eu"))],
         TimeAxis("2026-01-01", 20, "D"),
     )
-
-
-def chain_nodes() -> list[Node]:
-    """x -> y -> z, w isolated; all additive Gaussian (unit-wise mechanisms)."""
-    return [
-        Node("x", Exogenous(), noise=Normal()),
-        Node("y", Linear.of(1.0, x=2.0), parents=("x",), noise=Normal(0.5)),
-        Node("z", Linear.of(0.0, y=-1.0), parents=("y",), noise=Normal()),
-        Node("w", Exogenous(), noise=Normal()),
-    ]
 
 
 @pytest.fixture

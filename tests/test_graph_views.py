@@ -70,7 +70,8 @@ def test_graph_png_is_a_nonblank_picture(collider_scm, tmp_path):
 def test_import_causaltrace_is_light():
     code = (
         "import sys, causaltrace; "
-        "heavy = [m for m in ('pgmpy', 'matplotlib', 'pandas', 'duckdb', 'torch', 'hydra', 'numba') "
+        "heavy = [m for m in ('pgmpy', 'matplotlib', 'pandas', 'duckdb', 'torch', 'hydra', 'numba', "
+        "'dowhy') "
         "if m in sys.modules]; print(','.join(heavy))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

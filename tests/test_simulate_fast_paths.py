@@ -6,6 +6,7 @@ import importlib
 
 import numpy as np
 import pytest
+from _engine_support import chain_nodes
 
 from causaltrace import (
     SCM,
@@ -19,7 +20,6 @@ from causaltrace import (
     Shift,
     Uniform,
 )
-from tests.conftest import chain_nodes
 
 # The package exports the function ``simulate``, which shadows the module's name.
 simulate_module = importlib.import_module("causaltrace.simulate")

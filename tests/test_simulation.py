@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from _engine_support import chain_nodes
 
 from causaltrace import (
     SCM,
@@ -20,7 +21,6 @@ from causaltrace import (
     Window,
     parse_slice,
 )
-from tests.conftest import chain_nodes
 
 
 def _assert_worlds_equal(a, b):

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from scipy import stats
+from test_ads_domain import STRONG
 
 from causaltrace import Background, InterventionDraw, Scale, Slice, Window, load_domain
 from causaltrace.episodes import EpisodeSpec, build_episode
 from causaltrace.verify import VerifierConfig, scan_threshold, verify
-from tests.test_ads_domain import STRONG
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,248 @@
+"""Counterfactuals from observations: abduction, action, prediction (Pearl's three steps).
+
+:func:`~causaltrace.simulate.simulate` makes counterfactual pairs from noise it draws. Here the
+world without interventions is *given* (every node's values on the panel), and the noise that
+produced it is recovered from it:
+
+- a node whose mechanism has ``invert(parents, value, panel)`` gets that noise exactly (built in:
+  :class:`~causaltrace.node.Linear`, additive, ``value - f(parents)``;
+  :class:`~causaltrace.node.Exogenous`, the value itself; a domain may add multiplicative or any
+  monotone map);
+- a count drawn by inverse CDF from a uniform (its mechanism has ``noise_interval(parents, value,
+  panel) -> (lower, upper)``) only confines its uniform to ``(F(x - 1), F(x)]``, with ``F`` the
+  CDF given the observed parents. **Rule:** where the counterfactual count is the same for every
+  uniform in that interval (the observation pins it down: checked exactly at both ends, the
+  inverse CDF being monotone in the uniform) the answer is that count, with or without ``rng``;
+  elsewhere the uniform is drawn uniformly in the interval from ``rng`` (the posterior of the
+  uniform given the observation), and without ``rng`` an :class:`AbductionError` says how many
+  cells are not pinned down.
+
+The abducted noise then feeds the same loop as ``simulate`` (:func:`causaltrace.simulate.
+propagate`): the interventions wrap their nodes' mechanisms, nodes that do not descend from an
+intervened node keep their observed arrays, and descendants are recomputed with their own
+abducted noise. Only those descendants need invertible mechanisms; any other node may be
+anything. Every abducted noise is checked to reproduce its observation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from causaltrace.errors import AbductionError, NotInvertibleError
+from causaltrace.interventions import Intervention
+from causaltrace.noise import NoNoise
+from causaltrace.simulate import _describe, _evaluate, _intervened, propagate
+
+
+def counterfactual_from_observations(
+    scm,
+    observed: Mapping[str, np.ndarray],
+    interventions: Sequence[Intervention] = (),
+    *,
+    rng: np.random.Generator | None = None,
+    noise: Mapping[str, np.ndarray] | None = None,
+) -> dict[str, np.ndarray]:
+    """Every node's values had ``interventions`` been applied to the world ``observed``.
+
+    ``observed`` maps every node of ``scm`` to its values on the panel (shape ``panel.shape``),
+    the world *without* the interventions. ``rng`` draws the uniforms of counts the observation
+    does not pin down (see the module docstring); ``noise`` supplies already abducted noise for
+    some nodes (e.g. from :func:`abduct_noise`, so that several counterfactual queries about the
+    same units share one posterior draw), checked to reproduce the observation.
+    Raises :class:`NotInvertibleError` for a descendant of an intervened node whose mechanism
+    cannot be inverted, and :class:`AbductionError` for other abduction failures.
+    """
+    base = _observed_world(scm, observed)
+    interventions = tuple(interventions)
+    if interventions:
+        intervened, affected = _intervened(scm, interventions)
+    else:
+        intervened, affected = scm, frozenset()
+    panel = scm.panel
+    given = dict(noise or {})
+    new_nodes = intervened.nodes
+
+    def abducted(name: str, node, values: Mapping[str, np.ndarray]) -> np.ndarray | None:
+        if type(node.noise) is NoNoise:
+            return None
+        if name in given:
+            u = np.asarray(given[name], dtype=np.float64)
+            _check_reproduces(node, base, u, panel)
+            return _frozen(u)
+        interval = _abduct(node, base, panel)
+        if not isinstance(interval, tuple):
+            return _frozen(interval)
+        lower, upper = interval
+        if rng is None:
+            return _frozen(_pinned(name, node, new_nodes[name], base, values, lower, upper, panel))
+        u = upper - (upper - lower) * rng.random(panel.shape)  # uniform on (lower, upper]
+        return _frozen(_settle(node, base, u, lower, upper, panel))
+
+    out, _ = propagate(intervened.order, scm.nodes, new_nodes, affected, panel, abducted, base)
+    return out
+
+
+def abduct_noise(
+    scm,
+    observed: Mapping[str, np.ndarray],
+    *,
+    nodes: Iterable[str] | None = None,
+    rng: np.random.Generator | None = None,
+) -> dict[str, np.ndarray]:
+    """The exogenous noise of ``nodes`` (default: every node with noise) that produced
+    ``observed``.
+
+    Counts get a uniform drawn in their interval from ``rng``, or its midpoint without one (one
+    deterministic representative: a counterfactual computed from it is exact where the
+    observation pins the count down, and one arbitrary answer elsewhere). Raises
+    :class:`NotInvertibleError` for a node with noise whose mechanism cannot be inverted.
+    """
+    base = _observed_world(scm, observed)
+    panel = scm.panel
+    names = scm.order if nodes is None else tuple(nodes)
+    out: dict[str, np.ndarray] = {}
+    for name in names:
+        if name not in scm.nodes:
+            raise AbductionError(f"abduct_noise: SCM {scm.name!r} has no node {name!r}")
+        node = scm.nodes[name]
+        if type(node.noise) is NoNoise:
+            continue
+        interval = _abduct(node, base, panel)
+        if not isinstance(interval, tuple):
+            out[name] = interval
+            continue
+        lower, upper = interval
+        u = (
+            (lower + upper) / 2
+            if rng is None
+            else upper - (upper - lower) * rng.random(panel.shape)
+        )
+        out[name] = _settle(node, base, u, lower, upper, panel)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def _observed_world(scm, observed: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The observations as read-only arrays of each node's dtype, checked for shape."""
+    missing = [n for n in scm.order if n not in observed]
+    if missing:
+        raise AbductionError(
+            f"counterfactual from observations: SCM {scm.name!r} needs values of every node; "
+            f"missing {missing}"
+        )
+    shape = scm.panel.shape
+    out: dict[str, np.ndarray] = {}
+    for name in scm.order:
+        value = np.asarray(observed[name])
+        if value.shape != shape:
+            raise AbductionError(
+                f"observation of node {name!r} has shape {value.shape}, expected the panel's "
+                f"{shape}"
+            )
+        dtype = scm.nodes[name].dtype
+        if value.dtype != dtype:
+            cast = value.astype(dtype)
+            if dtype.kind in "iu" and not np.array_equal(cast, value):
+                raise AbductionError(
+                    f"observation of count node {name!r} has non-integer values ({value.dtype})"
+                )
+            value = cast
+        else:
+            value = value.copy()
+        value.setflags(write=False)
+        out[name] = value
+    return out
+
+
+def _abduct(node, base: Mapping[str, np.ndarray], panel) -> np.ndarray | tuple:
+    """The node's noise (an array) or, for an inverse-CDF count, its interval (lower, upper)."""
+    parents = {p: base[p] for p in node.parents}
+    mechanism = node.mechanism
+    value = base[node.name]
+    if hasattr(mechanism, "invert"):
+        try:
+            noise = np.asarray(mechanism.invert(parents, value, panel), dtype=np.float64)
+        except Exception as exc:
+            raise AbductionError(
+                f"node {node.name!r}: {_describe(mechanism)}.invert raised "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        _check_reproduces(node, base, noise, panel)
+        return noise
+    if hasattr(mechanism, "noise_interval"):
+        lower, upper = (
+            np.broadcast_to(np.asarray(b, dtype=np.float64), panel.shape)
+            for b in mechanism.noise_interval(parents, value, panel)
+        )
+        empty = ~(upper > lower)
+        if empty.any():
+            i = np.argwhere(empty)[0]
+            raise AbductionError(
+                f"node {node.name!r}: {int(empty.sum())} observed value(s) have probability zero "
+                f"given their parents (first at cell {i[0]}, step {i[1]}: value "
+                f"{value[tuple(i)]}), so no noise produces them"
+            )
+        return lower, upper
+    raise NotInvertibleError(
+        f"node {node.name!r}: its mechanism {_describe(mechanism)} has neither invert() nor "
+        "noise_interval(), so its exogenous noise cannot be recovered from the observations "
+        "(and a counterfactual of it is not determined)"
+    )
+
+
+def _check_reproduces(node, base, noise: np.ndarray, panel) -> None:
+    """Raise unless the mechanism maps the abducted noise back to the observation."""
+    bad = ~_reproduces(node, base, noise, panel)
+    if bad.any():
+        i = np.argwhere(bad)[0]
+        raise AbductionError(
+            f"node {node.name!r}: the abducted noise does not reproduce the observation in "
+            f"{int(bad.sum())} cell-step(s) (first at cell {i[0]}, step {i[1]}); the mechanism "
+            f"{_describe(node.mechanism)} is not invertible there (clipped or saturated?)"
+        )
+
+
+def _reproduces(node, base, noise: np.ndarray, panel) -> np.ndarray:
+    value = _evaluate(node, base, _frozen(noise), panel, panel.shape)
+    observed = base[node.name]
+    if observed.dtype.kind in "iu":
+        return value == observed
+    # Inverting a float mechanism and applying it again loses a few ulps (log/exp, ndtr/ndtri).
+    return np.isclose(value, observed, rtol=1e-9, atol=1e-12)
+
+
+def _settle(node, base, u, lower, upper, panel) -> np.ndarray:
+    """``u`` where it reproduces the count; the interval's midpoint where rounding at an end of
+    the interval made it miss (probability ~1e-16 per cell); an error if that misses too."""
+    ok = _reproduces(node, base, u, panel)
+    if not ok.all():
+        u = np.where(ok, u, (lower + upper) / 2)
+        _check_reproduces(node, base, u, panel)
+    return u
+
+
+def _pinned(name, node, new_node, base, values, lower, upper, panel) -> np.ndarray:
+    """Without ``rng``: a uniform that gives the counterfactual every uniform in the interval
+    gives, or an error naming the cells where uniforms in the interval disagree."""
+    shape = panel.shape
+    low_end = np.minimum(np.nextafter(lower, np.inf), upper)
+    at_low = _evaluate(new_node, values, _frozen(low_end), panel, shape)
+    at_high = _evaluate(new_node, values, _frozen(upper), panel, shape)
+    open_ = at_low != at_high
+    if open_.any():
+        raise AbductionError(
+            f"node {name!r}: the observation does not pin down the counterfactual count in "
+            f"{int(open_.sum())} of {open_.size} cell-steps (uniforms in (F(x-1), F(x)] give "
+            "different counts); pass rng=numpy.random.Generator to draw them"
+        )
+    return _settle(node, base, (lower + upper) / 2, lower, upper, panel)
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a = np.array(a, dtype=np.float64, copy=True)
+    a.setflags(write=False)
+    return a
