@@ -1,0 +1,224 @@
+"""Sessions of many episodes in one process, with back-pressure.
+
+A GRPO step runs hundreds of rollouts at once; each needs its own tool session (namespace,
+budget, transcript) but the rollouts of one prompt read the same episode's tables. The host
+keeps one :class:`~causaltrace.env.DatasetSource` per dataset, one tool runtime (warm worker
+pools) for all sessions, and refuses or delays new sessions when the machine is full instead of
+letting it thrash: ``max_sessions`` bounds live sessions, and ``min_available_mb`` keeps that
+much memory free (``MemAvailable`` from /proc/meminfo). A refused ``open`` raises
+:class:`HostFull`, a named error a trainer can count and retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+from uuid import uuid4
+
+from causaltrace.errors import CausalTraceError
+
+
+class HostFull(CausalTraceError):
+    """No capacity for another session (live sessions at the limit, or too little memory)."""
+
+
+class UnknownSession(CausalTraceError):
+    """A session id this host does not hold (closed, expired, or never opened here)."""
+
+
+@dataclass(frozen=True)
+class HostConfig:
+    """Capacity of one host. ``wait_seconds``: how long ``open`` waits for a free slot before
+    raising :class:`HostFull` (0: refuse at once). ``idle_seconds``: sessions without calls for
+    this long are closed (a trainer that crashed does not hold slots forever)."""
+
+    max_sessions: int = 256
+    min_available_mb: int = 1024
+    wait_seconds: float = 0.0
+    idle_seconds: float = 900.0
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any] | None) -> HostConfig:
+        data = dict(data or {})
+        known = {"max_sessions", "min_available_mb", "wait_seconds", "idle_seconds"}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise CausalTraceError(f"host config: unknown key(s) {unknown}; known: {sorted(known)}")
+        config = cls(**data)
+        if config.max_sessions < 1:
+            raise CausalTraceError(f"host config: max_sessions must be >= 1, not {config.max_sessions}")
+        return config
+
+
+def available_mb() -> float | None:
+    """``MemAvailable`` in MiB (None where /proc/meminfo is not readable)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+def _result(step) -> dict[str, Any]:
+    return asdict(step)
+
+
+class SessionHost:
+    """Hosts sessions in this process. Use ``async with SessionHost(...) as host``."""
+
+    def __init__(self, tool_config=None, config: HostConfig | None = None, env_config=None):
+        self.tool_config = tool_config
+        self.config = config or HostConfig()
+        self.env_config = env_config
+        self.runtime = None
+        self.sources: dict[str, Any] = {}
+        self.sessions: dict[str, Any] = {}
+        self._last: dict[str, float] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._slots: asyncio.Semaphore | None = None
+        self.refused = 0
+
+    async def __aenter__(self) -> SessionHost:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def start(self) -> SessionHost:
+        from causaltrace.tools import ToolConfig, ToolRuntime
+
+        if self.runtime is None:
+            config = self.tool_config
+            if config is None or isinstance(config, Mapping):
+                config = ToolConfig.from_mapping(config)
+            self.runtime = ToolRuntime(config)
+            await self.runtime.start()
+            self._slots = asyncio.Semaphore(self.config.max_sessions)
+        return self
+
+    async def close(self) -> None:
+        for sid in list(self.sessions):
+            await self.close_session(sid)
+        if self.runtime is not None:
+            await self.runtime.close()
+            self.runtime = None
+
+    def source(self, dataset: str):
+        from causaltrace.env.source import DatasetSource
+
+        if dataset not in self.sources:
+            self.sources[dataset] = DatasetSource(dataset)
+        return self.sources[dataset]
+
+    async def open(
+        self,
+        dataset: str,
+        episode: str,
+        env_config: Mapping[str, Any] | None = None,
+        session_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Open a session; returns ``{"session_id", "prompt", "tools"}``. Raises
+        :class:`HostFull` when there is no capacity within ``wait_seconds``."""
+        from causaltrace.env.session import DiagnosisSession, EnvConfig
+
+        await self.start()
+        await self.expire_idle()
+        if session_id is not None and session_id in self.sessions:
+            raise CausalTraceError(f"session {session_id!r} is already open")
+        await self._acquire()
+        try:
+            source = self.source(str(dataset))
+            env = env_config if env_config is not None else self.env_config
+            if env is None or isinstance(env, Mapping):
+                env = EnvConfig.from_mapping(env)
+            session = DiagnosisSession(self.runtime, source, str(episode), env)
+            await session.__aenter__()
+        except BaseException:
+            self._slots.release()
+            raise
+        sid = session_id or uuid4().hex
+        self.sessions[sid] = session
+        self._locks[sid] = asyncio.Lock()
+        self._last[sid] = time.monotonic()
+        return {"session_id": sid, "prompt": session.prompt, "tools": source.tool_schemas()}
+
+    async def _acquire(self) -> None:
+        free = available_mb()
+        if free is not None and free < self.config.min_available_mb:
+            self.refused += 1
+            raise HostFull(
+                f"only {free:.0f} MiB of memory available (min_available_mb="
+                f"{self.config.min_available_mb}); {len(self.sessions)} sessions are live"
+            )
+        try:
+            if self.config.wait_seconds > 0:
+                await asyncio.wait_for(self._slots.acquire(), self.config.wait_seconds)
+            elif self._slots.locked():
+                raise TimeoutError
+            else:
+                await self._slots.acquire()
+        except TimeoutError:
+            self.refused += 1
+            raise HostFull(
+                f"{len(self.sessions)} sessions are live (max_sessions="
+                f"{self.config.max_sessions}); none freed within {self.config.wait_seconds:g} s"
+            ) from None
+
+    def _get(self, sid: str):
+        session = self.sessions.get(sid)
+        if session is None:
+            raise UnknownSession(f"no open session {sid!r} on this host")
+        self._last[sid] = time.monotonic()
+        return session
+
+    async def step(self, sid: str, action: Any) -> dict[str, Any]:
+        """One tool call; returns the :class:`~causaltrace.env.StepResult` as a dict."""
+        session = self._get(sid)
+        async with self._locks[sid]:
+            return _result(await session.step(action))
+
+    async def turn(
+        self, sid: str, calls: Sequence[Any], content: str | None = None
+    ) -> list[dict[str, Any]]:
+        """One assistant message with its tool calls (none: a final text answer)."""
+        session = self._get(sid)
+        async with self._locks[sid]:
+            return [_result(r) for r in await session.turn(list(calls), content)]
+
+    async def close_session(self, sid: str) -> dict[str, Any]:
+        """Close a session; returns its transcript (messages, events, result)."""
+        session = self.sessions.pop(sid, None)
+        if session is None:
+            raise UnknownSession(f"no open session {sid!r} on this host")
+        self._last.pop(sid, None)
+        lock = self._locks.pop(sid)
+        try:
+            async with lock:
+                await session.close()
+                return session.transcript()
+        finally:
+            self._slots.release()
+
+    async def expire_idle(self) -> int:
+        now = time.monotonic()
+        stale = [s for s, t in self._last.items() if now - t > self.config.idle_seconds]
+        for sid in stale:
+            await self.close_session(sid)
+        return len(stale)
+
+    def health(self) -> dict[str, Any]:
+        return {
+            "sessions": len(self.sessions),
+            "max_sessions": self.config.max_sessions,
+            "available_mb": available_mb(),
+            "min_available_mb": self.config.min_available_mb,
+            "refused": self.refused,
+            "sandbox": None if self.runtime is None else self.runtime.sandbox,
+        }
