@@ -31,9 +31,13 @@ from causaltrace.errors import (
 )
 from causaltrace.identification import (
     Identification,
+    NotIdentifiable,
+    Projection,
     backdoor_adjustment_sets,
     frontdoor_adjustment_sets,
+    id_estimand,
     identify_effect,
+    latent_projection,
 )
 from causaltrace.intervention_points import (
     InterventionDraw,
@@ -81,6 +85,10 @@ __all__ = [
     "backdoor_adjustment_sets",
     "frontdoor_adjustment_sets",
     "identify_effect",
+    "id_estimand",
+    "latent_projection",
+    "NotIdentifiable",
+    "Projection",
     "Intervention",
     "InterventionDraw",
     "InterventionError",
