@@ -170,3 +170,25 @@ def test_grpo_counts_the_reward_once_and_runs_tools_in_the_sandbox(dataset, tmp_
         assert logged["reward"] == pytest.approx(sum(scores) / len(scores))
     # The first row's samples submitted its right answer: reward 1, not 2.
     assert steps[0]["reward"] == pytest.approx(1.0) or steps[1]["reward"] == pytest.approx(1.0)
+
+
+def test_environments_run_on_a_given_host_with_back_pressure(dataset):
+    """Sessions live on the host the environment is given (here one that holds one session):
+    a second rollout is refused with HostFull until the first ends."""
+    from causaltrace.serve import HostConfig, HostFull, SessionHost
+
+    env_cls = make_trl_environment(
+        dataset, host=lambda: SessionHost(config=HostConfig(max_sessions=1))
+    )
+    source = DatasetSource(dataset)
+    episode = source.episode_ids[1]
+    first, second = env_cls(), env_cls()
+    first.reset(episode_id=episode)
+    assert first.python(code="x = 5") == "(no output)"
+    with pytest.raises(HostFull, match="max_sessions=1"):
+        second.reset(episode_id=episode)
+    label = source.label(episode)
+    first.submit(root_cause=label.cause, slice=label.slice or "")
+    assert first._reward_of(None)["full_attribution"] == 1.0
+    second.reset(episode_id=episode)  # the slot is free again
+    assert "NameError" in second.python(code="print(x)")  # a fresh namespace

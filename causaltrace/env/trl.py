@@ -25,45 +25,87 @@ the same schemas as the harness, the SFT export and verl (the cause enum include
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from causaltrace.env.contract import ToolContract
-from causaltrace.env.session import DiagnosisSession, EnvConfig
+from causaltrace.env.session import EnvConfig
 from causaltrace.env.source import DatasetSource
 
-_RUNTIMES: dict[int, Any] = {}
-_LOCK = threading.Lock()
+
+class _HostLoop:
+    """One event-loop thread per process on which the environments' host calls run (TRL calls
+    the tools from blocking code; hosts are asyncio)."""
+
+    _lock = threading.Lock()
+    _loops: ClassVar[dict[int, _HostLoop]] = {}
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, name="causaltrace-trl", daemon=True).start()
+        self.hosts: dict[Any, Any] = {}
+
+    @classmethod
+    def get(cls) -> _HostLoop:
+        with cls._lock:
+            key = os.getpid()
+            if key not in cls._loops:
+                cls._loops[key] = cls()
+            return cls._loops[key]
+
+    def run(self, coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def host(self, key: Any, make: Callable[[], Any]) -> Any:
+        """The process's host for ``key``, made (and started) on first use."""
+        with self._lock:
+            if key not in self.hosts:
+                host = make()
+                if hasattr(host, "start"):
+                    self.run(host.start())
+                self.hosts[key] = host
+            return self.hosts[key]
 
 
-def _shared_runtime(tool_config=None):
-    """One sync tool runtime (warm worker pool) per process, shared by every environment."""
-    from causaltrace.tools import SyncToolRuntime
+def _local_host(tool_config) -> Any:
+    from causaltrace.serve import HostConfig, SessionHost
 
-    with _LOCK:
-        key = os.getpid()
-        if key not in _RUNTIMES:
-            _RUNTIMES[key] = SyncToolRuntime(tool_config)
-        return _RUNTIMES[key]
+    # The trainer sizes its own batch; the host only guards memory.
+    return SessionHost(tool_config, HostConfig(max_sessions=1_000_000))
 
 
 class CausalTraceEnvironment:
     """One episode at a time; bind a dataset with :func:`make_trl_environment`, which also
-    adds the contract's tool methods."""
+    adds the contract's tool methods. Sessions live on a *host*: by default one in-process
+    :class:`~causaltrace.serve.SessionHost` per training process; ``host=`` takes a
+    :class:`~causaltrace.serve.ray_host.RayHost`, an :class:`~causaltrace.serve.client.HttpHost`
+    or a zero-argument factory of one, so rollouts can run on other machines."""
 
     dataset: ClassVar[str | None] = None
     config: ClassVar[EnvConfig] = EnvConfig()
     tool_config: ClassVar[Any] = None
+    # Private: TRL exposes every public function attribute as a tool, and a host factory is one.
+    _host_spec: ClassVar[Any] = None
 
     def __init__(self) -> None:
         if self.dataset is None:
             raise RuntimeError("use make_trl_environment(dataset_dir) to bind a dataset")
-        self._source = DatasetSource(self.dataset)
-        self._runtime = _shared_runtime(self.tool_config)
-        self._session: DiagnosisSession | None = None
+        self._loop = _HostLoop.get()
+        host = type(self)._host_spec
+        if host is None:
+            self._host = self._loop.host(
+                ("local", id(self.tool_config)), lambda: _local_host(self.tool_config)
+            )
+        elif callable(host) and not hasattr(host, "open"):
+            self._host = self._loop.host(("factory", id(host)), host)
+        else:
+            self._host = self._loop.host(("given", id(host)), lambda: host)
+        self._session: str | None = None
         self._result: dict[str, Any] | None = None
+        self._source = DatasetSource(self.dataset)
 
     def reset(self, **kwargs: Any) -> str | None:
         """Start the episode named by the row's ``episode_id`` (the prompt is in the row)."""
@@ -71,20 +113,25 @@ class CausalTraceEnvironment:
         episode = kwargs.get("episode_id")
         if episode is None:
             raise ValueError("the dataset row needs an 'episode_id' column")
-        self._session = DiagnosisSession(
-            self._runtime.runtime, self._source, str(episode), self.config
-        )
-        self._runtime._run(self._session.__aenter__())
+        env = {
+            "max_tool_calls": self.config.max_tool_calls,
+            "max_turns": self.config.max_turns,
+            "reward": dict(self.config.reward),
+        }
+        opened = self._loop.run(self._host.open(self.dataset, str(episode), env))
+        self._session = opened["session_id"]
         self._result = None
         return None
 
     def _call(self, name: str, arguments: dict[str, Any]) -> str:
         if self._session is None:
             return "The episode is over." if self._result is not None else "Error: no episode."
-        result = self._runtime._run(self._session.step({"name": name, "arguments": arguments}))
-        if self._session.done:
+        step = self._loop.run(
+            self._host.step(self._session, {"name": name, "arguments": arguments})
+        )
+        if step["terminated"] or step["truncated"]:
             self._finish()
-        return result.observation
+        return step["observation"]
 
     def _reward_of(self, completion: Any = None) -> dict[str, float]:
         """The reward breakdown of this rollout (``score`` is the composite). Private because
@@ -96,19 +143,20 @@ class CausalTraceEnvironment:
         """
         if self._session is not None:
             final = _final_text(completion)
-            self._runtime._run(self._session.turn([], content=final))
+            self._loop.run(self._host.turn(self._session, [], final))
             self._finish()
         if self._result is None:
             raise RuntimeError("_reward_of() before reset(): no episode was run")
         return dict(self._result["reward"])
 
     def _finish(self) -> None:
-        self._result = self._session.result
-        self._close()
+        transcript = self._loop.run(self._host.close_session(self._session))
+        self._session = None
+        self._result = transcript["result"]
 
     def _close(self) -> None:
         if self._session is not None:
-            self._runtime._run(self._session.close())
+            self._loop.run(self._host.close_session(self._session))
             self._session = None
 
 
@@ -132,13 +180,19 @@ def _tool_call(self: CausalTraceEnvironment, name: str, arguments: dict[str, Any
 
 
 def make_trl_environment(
-    dataset: str | os.PathLike, config: EnvConfig | None = None, tool_config=None
+    dataset: str | os.PathLike, config: EnvConfig | None = None, tool_config=None, host=None
 ) -> type[CausalTraceEnvironment]:
     """A ``CausalTraceEnvironment`` subclass bound to a dataset (TRL calls it with no args),
-    with one method per tool of the dataset's :class:`ToolContract`."""
+    with one method per tool of the dataset's :class:`ToolContract`. ``host``: where sessions
+    run (default: in this process; see :class:`CausalTraceEnvironment`)."""
     source = DatasetSource(dataset)
     methods = ToolContract.for_dataset(source).python_tools(_tool_call)
-    attrs = {"dataset": str(dataset), "config": config or EnvConfig(), "tool_config": tool_config}
+    attrs = {
+        "dataset": str(dataset),
+        "config": config or EnvConfig(),
+        "tool_config": tool_config,
+        "_host_spec": host,
+    }
     return type("BoundCausalTraceEnvironment", (CausalTraceEnvironment,), {**attrs, **methods})
 
 

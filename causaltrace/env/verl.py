@@ -59,20 +59,40 @@ def _check_verl() -> None:
 
 @dataclass
 class _Open:
-    """One trajectory's session."""
+    """One trajectory's session on the host."""
 
-    session: Any
+    session_id: str
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     last: float = field(default_factory=time.monotonic)
+    done: bool = False
+
+
+def make_host(config: dict) -> Any:
+    """The host the tools' sessions run on: ``config["host"]`` is absent (a
+    :class:`~causaltrace.serve.SessionHost` in this process, with ``config["tools"]`` as its
+    ToolConfig) or ``{"factory": "module:callable", "kwargs": {...}}`` (for example
+    ``causaltrace.serve.client:HttpHost`` with ``base_url``, or
+    ``causaltrace.serve.ray_host:RayHost``), so rollouts can run on other machines."""
+    spec = config.get("host")
+    if not spec:
+        from causaltrace.serve import HostConfig, SessionHost
+
+        return SessionHost(config.get("tools"), HostConfig(max_sessions=1_000_000))
+    import importlib
+
+    factory = str(spec.get("factory", ""))
+    module, sep, name = factory.partition(":")
+    if not sep:
+        raise CausalTraceError(f"tool config host.factory is 'module:callable', not {factory!r}")
+    return getattr(importlib.import_module(module), name)(**dict(spec.get("kwargs") or {}))
 
 
 class SessionRegistry:
     """The open sessions of this process, by trajectory key (shared by the three tools)."""
 
     def __init__(self) -> None:
-        self.runtime = None
+        self.host = None
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.sources: dict[str, Any] = {}
         self.sessions: dict[str, _Open] = {}
         self.closed: dict[str, str] = {}  # key -> why it ended (calls after the end say so)
         self._keys: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -97,41 +117,34 @@ class SessionRegistry:
             weakref.finalize(agent_data, _close_later, self, loop, key)
         return key
 
-    async def _ensure_runtime(self, config: dict) -> None:
-        from causaltrace.tools import ToolConfig, ToolRuntime
-
+    async def _ensure_host(self, config: dict) -> None:
         loop = asyncio.get_running_loop()
-        if self.runtime is not None and self.loop is not loop:
-            # A new event loop (verl restarts its loop between phases): the old runtime's
+        if self.host is not None and self.loop is not loop:
+            # A new event loop (verl restarts its loop between phases): the old host's
             # processes belong to a dead loop; start afresh.
-            self.runtime, self.sessions = None, {}
-        if self.runtime is None:
-            self.runtime = ToolRuntime(ToolConfig.from_mapping(config.get("tools")))
-            await self.runtime.start()
-            self.loop = loop
+            self.host, self.sessions = None, {}
+        if self.host is None:
+            host = make_host(config)
+            if hasattr(host, "start"):
+                await host.start()
+            self.host, self.loop = host, loop
 
     async def open(self, config: dict, key: str, episode: str) -> _Open | None:
         """The trajectory's open session, started on first use; None once it has ended."""
-        from causaltrace.env.session import DiagnosisSession, EnvConfig
-        from causaltrace.env.source import DatasetSource
-
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
             if key in self.closed:
                 return None
-            await self._ensure_runtime(config)
+            await self._ensure_host(config)
             entry = self.sessions.get(key)
             if entry is None:
-                root = str(config["dataset"])
-                source = self.sources.setdefault(root, DatasetSource(root))
-                env = EnvConfig(
-                    max_tool_calls=int(config.get("max_tool_calls", 30)),
-                    max_turns=10**9,  # verl counts turns itself (multi_turn.max_*_turns)
-                )
-                session = DiagnosisSession(self.runtime, source, episode, env)
-                await session.__aenter__()
-                entry = self.sessions[key] = _Open(session)
+                env = {
+                    "max_tool_calls": int(config.get("max_tool_calls", 30)),
+                    "max_turns": 10**9,  # verl counts turns itself (multi_turn.max_*_turns)
+                }
+                opened = await self.host.open(str(config["dataset"]), episode, env)
+                entry = self.sessions[key] = _Open(opened["session_id"])
             entry.last = time.monotonic()
         await self.evict_idle(float(config.get("idle_seconds", 600)))
         return entry
@@ -142,8 +155,11 @@ class SessionRegistry:
         if len(self.closed) > 100_000:  # bounded memory of ended keys
             for old in list(self.closed)[:50_000]:
                 del self.closed[old]
-        if entry is not None:
-            await entry.session.close()
+        if entry is not None and self.host is not None:
+            from causaltrace.serve import UnknownSession
+
+            with contextlib.suppress(UnknownSession):  # the host expired it already
+                await self.host.close_session(entry.session_id)
 
     async def evict_idle(self, idle: float) -> None:
         now = time.monotonic()
@@ -155,9 +171,9 @@ class SessionRegistry:
         await asyncio.gather(*self.closing, return_exceptions=True)
         for key in list(self.sessions):
             await self.end(key, "closed")
-        if self.runtime is not None:
-            await self.runtime.close()
-        self.runtime, self.loop = None, None
+        if self.host is not None and hasattr(self.host, "close"):
+            await self.host.close()
+        self.host, self.loop = None, None
         self.closed.clear()
 
 
@@ -180,7 +196,8 @@ REGISTRY = SessionRegistry()
 
 class CausalTraceTool(_BaseTool):
     """Base of the three tools. ``config``: ``dataset`` (required), ``max_tool_calls`` (per
-    trajectory, default 30), ``idle_seconds`` (default 600), ``tools`` (ToolConfig fields)."""
+    trajectory, default 30), ``idle_seconds`` (default 600), ``tools`` (ToolConfig fields),
+    ``host`` (where sessions run; see :func:`make_host`)."""
 
     def __init__(self, config: dict, tool_schema: Any):
         _check_verl()
@@ -211,14 +228,15 @@ class CausalTraceTool(_BaseTool):
         if entry is None:
             return ToolResponse(text="The episode is over."), 0.0, {}
         async with entry.lock:
-            session = entry.session
-            if session.done:
+            if entry.done:
                 return ToolResponse(text="The episode is over."), 0.0, {}
-            result = await session.step({"name": self.name, "arguments": dict(parameters)})
-            metrics = {"tool_calls": session.tool_calls}
-        if session.done:
-            await REGISTRY.end(key, result.info.get("reason", "done"))
-        return ToolResponse(text=result.observation), 0.0, metrics
+            call = {"name": self.name, "arguments": dict(parameters)}
+            result = await REGISTRY.host.step(entry.session_id, call)
+            entry.done = bool(result["terminated"] or result["truncated"])
+        metrics = {"tool_calls": result["info"].get("tool_calls", 0)}
+        if entry.done:
+            await REGISTRY.end(key, result["info"].get("reason", "done"))
+        return ToolResponse(text=result["observation"]), 0.0, metrics
 
     async def calc_reward(self, instance_id: str, **kwargs: Any) -> float:
         return 0.0  # the reward is computed from the whole response by compute_score
