@@ -31,25 +31,33 @@ class UnknownSession(CausalTraceError):
 
 @dataclass(frozen=True)
 class HostConfig:
-    """Capacity of one host. ``wait_seconds``: how long ``open`` waits for a free slot before
-    raising :class:`HostFull` (0: refuse at once). ``idle_seconds``: sessions without calls for
-    this long are closed (a trainer that crashed does not hold slots forever)."""
+    """Capacity of one host. ``session_mb``: the memory one live session grows to (its Python
+    and SQL workers with the tables loaded; measured by bench/bench_rollouts.py): the host
+    admits at most ``(MemAvailable at start - min_available_mb) / session_mb`` sessions,
+    because a session's memory arrives after ``open`` (when its tools load), so a burst of
+    opens would all pass a check of the memory free at that moment. ``wait_seconds``: how long
+    ``open`` waits for a free slot before raising :class:`HostFull` (0: refuse at once).
+    ``idle_seconds``: sessions without calls for this long are closed (a trainer that crashed
+    does not hold slots forever)."""
 
     max_sessions: int = 256
     min_available_mb: int = 1024
+    session_mb: float = 160.0
     wait_seconds: float = 0.0
     idle_seconds: float = 900.0
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any] | None) -> HostConfig:
         data = dict(data or {})
-        known = {"max_sessions", "min_available_mb", "wait_seconds", "idle_seconds"}
+        known = {"max_sessions", "min_available_mb", "session_mb", "wait_seconds", "idle_seconds"}
         unknown = sorted(set(data) - known)
         if unknown:
             raise CausalTraceError(f"host config: unknown key(s) {unknown}; known: {sorted(known)}")
         config = cls(**data)
         if config.max_sessions < 1:
-            raise CausalTraceError(f"host config: max_sessions must be >= 1, not {config.max_sessions}")
+            raise CausalTraceError(
+                f"host config: max_sessions must be >= 1, not {config.max_sessions}"
+            )
         return config
 
 
@@ -82,6 +90,7 @@ class SessionHost:
         self._last: dict[str, float] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._slots: asyncio.Semaphore | None = None
+        self.capacity = self.config.max_sessions
         self.refused = 0
 
     async def __aenter__(self) -> SessionHost:
@@ -100,7 +109,12 @@ class SessionHost:
                 config = ToolConfig.from_mapping(config)
             self.runtime = ToolRuntime(config)
             await self.runtime.start()
-            self._slots = asyncio.Semaphore(self.config.max_sessions)
+            self.capacity = self.config.max_sessions
+            free = available_mb()
+            if free is not None:
+                fits = int((free - self.config.min_available_mb) // self.config.session_mb)
+                self.capacity = max(0, min(self.capacity, fits))
+            self._slots = asyncio.Semaphore(self.capacity) if self.capacity else None
         return self
 
     async def close(self) -> None:
@@ -141,7 +155,8 @@ class SessionHost:
             session = DiagnosisSession(self.runtime, source, str(episode), env)
             await session.__aenter__()
         except BaseException:
-            self._slots.release()
+            if self._slots is not None:
+                self._slots.release()
             raise
         sid = session_id or uuid4().hex
         self.sessions[sid] = session
@@ -150,6 +165,13 @@ class SessionHost:
         return {"session_id": sid, "prompt": session.prompt, "tools": source.tool_schemas()}
 
     async def _acquire(self) -> None:
+        if self._slots is None:
+            self.refused += 1
+            raise HostFull(
+                f"no memory for any session: MemAvailable at start left less than one "
+                f"session_mb={self.config.session_mb:g} above min_available_mb="
+                f"{self.config.min_available_mb}"
+            )
         free = available_mb()
         if free is not None and free < self.config.min_available_mb:
             self.refused += 1
@@ -167,8 +189,10 @@ class SessionHost:
         except TimeoutError:
             self.refused += 1
             raise HostFull(
-                f"{len(self.sessions)} sessions are live (max_sessions="
-                f"{self.config.max_sessions}); none freed within {self.config.wait_seconds:g} s"
+                f"{len(self.sessions)} sessions are live (capacity {self.capacity}: "
+                f"max_sessions={self.config.max_sessions}, memory for "
+                f"session_mb={self.config.session_mb:g} each); none freed within "
+                f"{self.config.wait_seconds:g} s"
             ) from None
 
     def _get(self, sid: str):
@@ -204,7 +228,8 @@ class SessionHost:
                 await session.close()
                 return session.transcript()
         finally:
-            self._slots.release()
+            if self._slots is not None:
+                self._slots.release()
 
     async def expire_idle(self) -> int:
         now = time.monotonic()
@@ -217,6 +242,7 @@ class SessionHost:
         return {
             "sessions": len(self.sessions),
             "max_sessions": self.config.max_sessions,
+            "capacity": self.capacity,
             "available_mb": available_mb(),
             "min_available_mb": self.config.min_available_mb,
             "refused": self.refused,

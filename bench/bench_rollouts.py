@@ -1,0 +1,192 @@
+"""Rollouts at RL scale on one machine (issue 16), measured side by side in one run:
+
+* memory per additional live rollout (PSS of its Python and SQL workers), for rollouts of
+  distinct episodes and for more rollouts of an episode already open (a GRPO group), each as a
+  ratio to the in-memory (pandas) size of the episode's tables (goals: <= 3x and <= 0.5x);
+* a GRPO-shaped load: E episodes x S samples opened at once on one SessionHost, each making a
+  sql and a python call, with the host's back-pressure (``min_available_mb``) on: how many
+  sessions were served, how many refused with HostFull (never an OOM), and the p50/p95/p99
+  tool latency against the one-rollout figure of the same run.
+
+    python bench/bench_rollouts.py --dataset data/ads_test --episodes 16 --samples 16
+
+Prints a Markdown table; ``--json PATH`` writes the raw numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from causaltrace.env.source import DatasetSource
+from causaltrace.serve import HostConfig, HostFull, SessionHost
+from causaltrace.serve.host import available_mb
+from causaltrace.tools import EpisodeData
+
+SQL = {"name": "sql", "arguments": {"query": "SELECT count(*) AS n FROM perf_daily"}}
+PY = {"name": "python", "arguments": {"code": "print(len(perf_daily))"}}
+
+
+def table_bytes(source: DatasetSource, episode: str) -> int:
+    """In-memory size of an episode's tables as the python tool holds them (pandas, deep)."""
+    data = EpisodeData.from_dir(source.visible_dir(episode))
+    total = 0
+    for path in data.files:
+        if path.suffix == ".parquet":
+            total += int(pd.read_parquet(path).memory_usage(deep=True).sum())
+    return total
+
+
+async def pss(host: SessionHost, sid: str) -> int:
+    usage = await host.sessions[sid]._tools.memory_usage()
+    return int(usage["python_pss_bytes"]) + int(usage["sql_pss_bytes"])
+
+
+async def timed(host: SessionHost, sid: str, call: dict, out: list[float]) -> str:
+    started = time.perf_counter()
+    result = await host.step(sid, call)
+    out.append(time.perf_counter() - started)
+    return result["observation"]
+
+
+def quantiles(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+
+    def q(p: float) -> float:
+        return ordered[min(len(ordered) - 1, int(p * (len(ordered) - 1) + 0.5))] * 1000
+
+    return {"p50": q(0.5), "p95": q(0.95), "p99": q(0.99), "n": len(ordered)}
+
+
+async def memory_phase(source: DatasetSource, episodes: list[str], k: int) -> dict:
+    """PSS of the k-th rollout: k distinct episodes, then k rollouts of one episode."""
+    out = {}
+    for label, chosen in (("distinct", episodes[:k]), ("same", [episodes[0]] * k)):
+        async with SessionHost(config=HostConfig(max_sessions=k + 1)) as host:
+            sids = [(await host.open(str(source.root), e))["session_id"] for e in chosen]
+            for sid in sids:  # load both tools (the python worker loads tables on first use)
+                await host.step(sid, SQL)
+                await host.step(sid, PY)
+            sizes = [await pss(host, sid) for sid in sids]
+        out[label] = {
+            "pss_mb_mean": statistics.mean(sizes) / 2**20,
+            "ratio_to_tables": statistics.mean(
+                s / table_bytes(source, e) for s, e in zip(sizes, chosen)
+            ),
+        }
+    return out
+
+
+async def load_phase(
+    source: DatasetSource, episodes: list[str], samples: int, floor_mb: int, session_mb: float
+):
+    """E x S sessions opened at once; each makes a sql and a python call."""
+    single: list[float] = []
+    async with SessionHost(config=HostConfig(max_sessions=1)) as host:
+        sid = (await host.open(str(source.root), episodes[0]))["session_id"]
+        for _ in range(10):
+            await timed(host, sid, SQL, single)
+            await timed(host, sid, PY, single)
+    latencies: list[float] = []
+    served = refused = wrong = 0
+    lowest = available_mb()
+    config = HostConfig(
+        max_sessions=len(episodes) * samples, min_available_mb=floor_mb, session_mb=session_mb
+    )
+    started = time.perf_counter()
+    async with SessionHost(config=config) as host:
+        capacity = host.capacity
+
+        async def rollout(episode: str, i: int) -> None:
+            nonlocal served, refused, wrong, lowest
+            try:
+                sid = (await host.open(str(source.root), episode))["session_id"]
+            except HostFull:
+                refused += 1
+                return
+            mark = f"{episode}-{i}"
+            await timed(
+                host, sid, {"name": "python", "arguments": {"code": f"m = '{mark}'"}}, latencies
+            )
+            await timed(host, sid, SQL, latencies)
+            seen = await timed(
+                host, sid, {"name": "python", "arguments": {"code": "print(m)"}}, latencies
+            )
+            wrong += seen.strip() != mark  # a crossed or lost session
+            served += 1
+            free = available_mb()
+            if free is not None:
+                lowest = min(lowest, free)
+
+        await asyncio.gather(*(rollout(e, i) for e in episodes for i in range(samples)))
+    return {
+        "requested": len(episodes) * samples,
+        "served": served,
+        "refused_host_full": refused,
+        "crossed_or_lost": wrong,
+        "lowest_available_mb": lowest,
+        "floor_mb": floor_mb,
+        "session_mb": session_mb,
+        "capacity": capacity,
+        "seconds": time.perf_counter() - started,
+        "one_rollout_ms": quantiles(single),
+        "loaded_ms": quantiles(latencies),
+    }
+
+
+async def main_async(args) -> dict:
+    source = DatasetSource(args.dataset)
+    episodes = source.episode_ids[: args.episodes]
+    result = {"dataset": str(source.root), "episodes": len(episodes), "samples": args.samples}
+    result["memory"] = await memory_phase(source, episodes, args.memory_k)
+    result["load"] = await load_phase(
+        source, episodes, args.samples, args.floor_mb, args.session_mb
+    )
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", default="data/ads_test")
+    parser.add_argument("--episodes", type=int, default=16)
+    parser.add_argument("--samples", type=int, default=16)
+    parser.add_argument("--memory-k", type=int, default=8, help="rollouts in the memory phase")
+    parser.add_argument("--floor-mb", type=int, default=4096, help="host min_available_mb")
+    parser.add_argument("--session-mb", type=float, default=160.0, help="host session_mb")
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    result = asyncio.run(main_async(args))
+    mem, load = result["memory"], result["load"]
+    print("| measure | value |\n| --- | --- |")
+    for label in ("distinct", "same"):
+        m = mem[label]
+        print(
+            f"| PSS per rollout, {label} episodes | {m['pss_mb_mean']:.1f} MB = {m['ratio_to_tables']:.2f}x its tables |"
+        )
+    print(
+        f"| GRPO load: requested / served / refused (HostFull) | {load['requested']} / {load['served']} / {load['refused_host_full']} |"
+    )
+    print(f"| crossed or lost sessions | {load['crossed_or_lost']} |")
+    print(
+        f"| lowest MemAvailable during the load (floor) | {load['lowest_available_mb']:.0f} MB ({load['floor_mb']} MB) |"
+    )
+    one, loaded = load["one_rollout_ms"], load["loaded_ms"]
+    print(
+        f"| tool latency p50/p95/p99, one rollout | {one['p50']:.1f} / {one['p95']:.1f} / {one['p99']:.1f} ms |"
+    )
+    print(
+        f"| tool latency p50/p95/p99, under load | {loaded['p50']:.1f} / {loaded['p95']:.1f} / {loaded['p99']:.1f} ms (p99 {loaded['p99'] / one['p99']:.1f}x) |"
+    )
+    print(f"| wall time of the load | {load['seconds']:.1f} s |")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
