@@ -5,6 +5,7 @@ counterfactual worlds with shared noise, and prints what the cause did to each o
 ``causaltrace export-structure --domain example --out DIR`` writes sampled worlds (observational,
 and under regimes: ``--do``, ``--shift``, ``--scale`` ``node=value[@slice]``, ``--regime`` for
 several nodes) and the true graph for structure-learning libraries.
+``causaltrace serve --port 8000`` serves episode sessions over HTTP (docs/serving.md).
 A user error (unknown domain or node, a malformed option) is one line on stderr and exit status 2
 (``--debug`` shows the traceback).
 Dataset generation and evaluation have their own Hydra apps (``causaltrace-generate``,
@@ -113,7 +114,38 @@ def _main(argv: Sequence[str]) -> int:
         action="store_true",
         help="add the panel coordinates (dimensions, time) as graph nodes",
     )
+    srv = sub.add_parser("serve", help="serve episode sessions over HTTP (docs/serving.md)")
+    srv.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    srv.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    srv.add_argument("--max-sessions", type=int, default=256, help="live sessions at most")
+    srv.add_argument(
+        "--min-available-mb",
+        type=int,
+        default=1024,
+        help="refuse new sessions (503) below this much available memory",
+    )
+    srv.add_argument(
+        "--wait-seconds", type=float, default=0.0, help="how long an open waits for a free slot"
+    )
+    srv.add_argument(
+        "--idle-seconds", type=float, default=900.0, help="close sessions idle this long"
+    )
+    srv.add_argument(
+        "--request-timeout",
+        type=float,
+        default=120.0,
+        help="seconds before a request answers 504 (the call continues; the session stays usable)",
+    )
+    srv.add_argument(
+        "--tool-config",
+        default=None,
+        metavar="FILE",
+        help="YAML or JSON mapping of ToolConfig keys (e.g. warm_workers, python_timeout)",
+    )
+    srv.add_argument("--log-level", default="info", help="uvicorn log level")
     args = parser.parse_args(argv)
+    if args.command == "serve":
+        return _serve(args)
     if args.command == "domains":
         for name, path in sorted(available_domains().items()):
             print(f"{name}\t{path}")
@@ -134,6 +166,77 @@ def _main(argv: Sequence[str]) -> int:
             print(path)
         return 0
     print(simulate_summary(args.domain, args.seed, args.cause))
+    return 0
+
+
+def _check_types(defaults: object, values: dict, where: str) -> None:
+    """Each value of the same kind as the default (a number, a flag, a text), so that a bad
+    type is a one-line error here rather than a traceback when the server starts."""
+    from causaltrace.errors import CausalTraceError
+
+    for key, value in values.items():
+        default = getattr(defaults, key, None)
+        if isinstance(default, bool):
+            ok = isinstance(value, bool)
+        elif isinstance(default, int | float):
+            ok = isinstance(value, int | float) and not isinstance(value, bool)
+        elif isinstance(default, str):
+            ok = isinstance(value, str)
+        else:
+            ok = True
+        if not ok:
+            raise CausalTraceError(
+                f"{where}: {key} must be like {default!r} ({type(default).__name__}), got {value!r}"
+            )
+
+
+def _serve(args: argparse.Namespace) -> int:
+    """Check the options (a bad one is a one-line error before anything starts), then run."""
+    from causaltrace.errors import CausalTraceError
+    from causaltrace.serve.host import HostConfig
+
+    host_config = {
+        "max_sessions": args.max_sessions,
+        "min_available_mb": args.min_available_mb,
+        "wait_seconds": args.wait_seconds,
+        "idle_seconds": args.idle_seconds,
+    }
+    HostConfig.from_mapping(host_config)
+    for flag, value in (
+        ("--port", args.port),
+        ("--min-available-mb", args.min_available_mb),
+        ("--wait-seconds", args.wait_seconds),
+    ):
+        if value < 0:
+            raise CausalTraceError(f"{flag} must be >= 0, got {value}")
+    for flag, value in (
+        ("--idle-seconds", args.idle_seconds),
+        ("--request-timeout", args.request_timeout),
+    ):
+        if value <= 0:
+            raise CausalTraceError(f"{flag} must be > 0, got {value}")
+    tool_config = None
+    if args.tool_config is not None:
+        import yaml
+
+        from causaltrace.tools import ToolConfig
+
+        with open(args.tool_config) as f:
+            tool_config = yaml.safe_load(f) or {}
+        if not isinstance(tool_config, dict):
+            raise CausalTraceError(f"{args.tool_config}: a mapping of ToolConfig keys is expected")
+        _check_types(ToolConfig(), tool_config, args.tool_config)
+        ToolConfig.from_mapping(tool_config)  # unknown keys and bad values fail here, in one line
+    from causaltrace.serve.http import serve
+
+    serve(
+        args.host,
+        args.port,
+        host_config=host_config,
+        tool_config=tool_config,
+        request_timeout=args.request_timeout,
+        log_level=args.log_level,
+    )
     return 0
 
 

@@ -206,7 +206,10 @@ class SessionHost:
         """One tool call; returns the :class:`~causaltrace.env.StepResult` as a dict."""
         session = self._get(sid)
         async with self._locks[sid]:
-            return _result(await session.step(action))
+            try:
+                return _result(await session.step(action))
+            finally:
+                self._last[sid] = time.monotonic()  # idle time counts from a call's end
 
     async def turn(
         self, sid: str, calls: Sequence[Any], content: str | None = None
@@ -214,7 +217,10 @@ class SessionHost:
         """One assistant message with its tool calls (none: a final text answer)."""
         session = self._get(sid)
         async with self._locks[sid]:
-            return [_result(r) for r in await session.turn(list(calls), content)]
+            try:
+                return [_result(r) for r in await session.turn(list(calls), content)]
+            finally:
+                self._last[sid] = time.monotonic()
 
     async def close_session(self, sid: str) -> dict[str, Any]:
         """Close a session; returns its transcript (messages, events, result)."""
@@ -233,7 +239,11 @@ class SessionHost:
 
     async def expire_idle(self) -> int:
         now = time.monotonic()
-        stale = [s for s, t in self._last.items() if now - t > self.config.idle_seconds]
+        stale = [
+            s
+            for s, t in self._last.items()
+            if now - t > self.config.idle_seconds and not self._locks[s].locked()  # not mid-call
+        ]
         for sid in stale:
             await self.close_session(sid)
         return len(stale)
