@@ -1,25 +1,13 @@
 #!/bin/sh
-# Install what the test suite needs beyond the dev extra, if it is missing:
+# Install the system packages the test suite needs, if they are missing (the Python training
+# stack is scripts/install-train-deps.sh):
 #   bubblewrap  the sandbox of the agent tools (sql and python); util-linux `unshare` is the
 #               fallback, but the security tests exercise both
 #   chromium    renders the evaluation report in tests/test_eval_report.py
-#   the training stack (the `train` extra: torch, transformers, TRL, verl): the trainer tests
-#               run TRL's GRPO/SFT and verl's agent loop as installed. torch is installed first
-#               as the CPU build 2.13.0 where no torch is present (pip takes it from the local
-#               wheel cache on the project's machines; an unpinned torch would pull a CUDA build
-#               of several GB).
-# Quiet and quick when everything is installed; system packages come from the system's package
+# Quiet and quick when both are installed; otherwise installs them with the system's package
 # manager (apt-get, after `apt-get update`; dnf), as root directly or through sudo.
 # Usage: sh scripts/install-test-deps.sh   (the README's test command runs it; so does .ci/run)
 set -eu
-
-here=$(cd "$(dirname "$0")/.." && pwd)
-if ! python3 -c "import torch" >/dev/null 2>&1; then
-  python3 -m pip install -q "torch==2.13.0"
-fi
-if ! python3 -c "import trl, verl, cachetools, fastapi, uvicorn" >/dev/null 2>&1; then
-  python3 -m pip install -q -e "$here[train]"
-fi
 
 missing=""
 command -v bwrap >/dev/null 2>&1 || missing="$missing bubblewrap"
