@@ -362,8 +362,9 @@ class WorkerPool(Generic[P]):
 
     async def close(self) -> None:
         self._closed = True
-        for task in list(self._refills):
-            task.cancel()
+        # Starts in flight are let finish (each within worker_start_timeout; a finished one sees
+        # the pool closed and closes its worker): cancelling them mid-start left close()
+        # waiting forever when a runtime was closed while still warming up.
         for task in list(self._refills):
             with contextlib.suppress(BaseException):
                 await task
