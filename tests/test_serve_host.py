@@ -38,7 +38,9 @@ def test_sessions_are_isolated_and_slots_are_freed(dataset):
             assert transcript["episode_id"] == "trainsmoke-000000" and transcript["tool_calls"] == 1
             await host.open(str(dataset), "trainsmoke-000001")  # the slot is free again
             with pytest.raises(UnknownSession):
-                await host.step(a["session_id"], {"name": "sql", "arguments": {"query": "SELECT 1"}})
+                await host.step(
+                    a["session_id"], {"name": "sql", "arguments": {"query": "SELECT 1"}}
+                )
             assert host.health()["refused"] == 1
 
     run(main())
