@@ -9,8 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from causaltrace.generation import Job, run
-
 
 def require(module: str):
     """Import a training library; CI (CAUSALTRACE_REQUIRE_TRAIN=1) fails instead of skipping,
@@ -22,22 +20,9 @@ def require(module: str):
 
 def small_dataset(out: Path, *, n: int = 6, seed: int = 5, name: str = "trainsmoke") -> Path:
     """Six verified episodes of the small ads preset (4 sliced, one 2-D)."""
-    job = Job.from_config(
-        {
-            "out_dir": str(out),
-            "domain": {"name": "ads", "preset": "small"},
-            "dataset": {
-                "name": name,
-                "split": name,
-                "seed": seed,
-                "n_episodes": n,
-                "composition": {"kind": "quotas", "total": n, "sliced": 4, "two_d": 1},
-                "shard_size": 3,
-            },
-        }
-    )
-    run(job, show_progress=False)
-    return out
+    from causaltrace.training.smoke import small_split
+
+    return small_split(out, name, n, seed, sliced=4, shard_size=3)
 
 
 def hermes_call(name: str, **arguments) -> str:

@@ -33,9 +33,14 @@ CPU = {  # what makes the recipe's trainer configs run on a CPU in seconds
 }
 
 
-def _split(out: Path, name: str, n: int, seed: int) -> Path:
+def small_split(
+    out: Path, name: str, n: int, seed: int, *, sliced: int | None = None, shard_size: int = 4
+) -> Path:
+    """A verified split of ``n`` episodes of the small ads preset (``sliced`` of them sliced,
+    default half; one 2-D), in a few seconds: the smoke's data, and the trainer tests'."""
     from causaltrace.generation import Job, run
 
+    sliced = n // 2 if sliced is None else sliced
     job = Job.from_config(
         {
             "out_dir": str(out),
@@ -45,8 +50,8 @@ def _split(out: Path, name: str, n: int, seed: int) -> Path:
                 "split": name,
                 "seed": seed,
                 "n_episodes": n,
-                "composition": {"kind": "quotas", "total": n, "sliced": n // 2, "two_d": 1},
-                "shard_size": 4,
+                "composition": {"kind": "quotas", "total": n, "sliced": sliced, "two_d": 1},
+                "shard_size": shard_size,
             },
         }
     )
@@ -81,8 +86,8 @@ def run_smoke(out: str | Path, *, n_train: int = 8, n_eval: int = 2) -> dict[str
 
     out = Path(out)
     summary: dict[str, Any] = {}
-    train = _split(out / "data" / "train", "smoke_train", n_train, seed=11)
-    held_out = _split(out / "data" / "eval", "smoke_eval", n_eval, seed=12)
+    train = small_split(out / "data" / "train", "smoke_train", n_train, seed=11)
+    held_out = small_split(out / "data" / "eval", "smoke_eval", n_eval, seed=12)
     summary["data"] = {"train": n_train, "eval": n_eval}
 
     teacher = _evaluate(make_agent("teacher"), train, out / "runs" / "teacher")
