@@ -1,8 +1,11 @@
 """Rollouts at RL scale on one machine (issue 16), measured side by side in one run:
 
-* memory per additional live rollout (PSS of its Python and SQL workers), for rollouts of
-  distinct episodes and for more rollouts of an episode already open (a GRPO group), each as a
-  ratio to the in-memory (pandas) size of the episode's tables (goals: <= 3x and <= 0.5x);
+* memory per additional live rollout, for rollouts of distinct episodes and for more rollouts
+  of an episode already open (a GRPO group), each as a ratio to the in-memory (pandas) size of
+  the episode's tables (goals: <= 3x and <= 0.5x), with workers forked from the fork server
+  and with one cold sandbox per worker. The measure is the growth of the summed PSS of every
+  process the tool runtime runs (fork servers, warm and live workers: shared pages are counted
+  once across them) from k/2 to k live rollouts, divided by k/2;
 * a GRPO-shaped load: E episodes x S samples opened at once on one SessionHost, each making a
   sql and a python call, with the host's back-pressure (``min_available_mb``) on: how many
   sessions were served, how many refused with HostFull (never an OOM), and the p50/p95/p99
@@ -17,7 +20,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import os
 import statistics
 import time
 from pathlib import Path
@@ -28,6 +33,7 @@ from causaltrace.env.source import DatasetSource
 from causaltrace.serve import HostConfig, HostFull, SessionHost
 from causaltrace.serve.host import available_mb
 from causaltrace.tools import EpisodeData
+from causaltrace.tools.pool import process_tree
 
 SQL = {"name": "sql", "arguments": {"query": "SELECT count(*) AS n FROM perf_daily"}}
 PY = {"name": "python", "arguments": {"code": "print(len(perf_daily))"}}
@@ -43,9 +49,15 @@ def table_bytes(source: DatasetSource, episode: str) -> int:
     return total
 
 
-async def pss(host: SessionHost, sid: str) -> int:
-    usage = await host.sessions[sid]._tools.memory_usage()
-    return int(usage["python_pss_bytes"]) + int(usage["sql_pss_bytes"])
+def tools_pss() -> int:
+    """Summed PSS (bytes) of every process below this one: the tool runtime's sandboxes."""
+    total = 0
+    for pid in process_tree(os.getpid())[1:]:
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/smaps_rollup") as handle:
+            for line in handle:
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1]) * 1024
+    return total
 
 
 async def timed(host: SessionHost, sid: str, call: dict, out: list[float]) -> str:
@@ -65,26 +77,39 @@ def quantiles(values: list[float]) -> dict[str, float]:
 
 
 async def memory_phase(source: DatasetSource, episodes: list[str], k: int) -> dict:
-    """PSS of the k-th rollout: k distinct episodes, then k rollouts of one episode."""
-    out = {}
-    for label, chosen in (("distinct", episodes[:k]), ("same", [episodes[0]] * k)):
-        async with SessionHost(config=HostConfig(max_sessions=k + 1)) as host:
-            sids = [(await host.open(str(source.root), e))["session_id"] for e in chosen]
-            for sid in sids:  # load both tools (the python worker loads tables on first use)
-                await host.step(sid, SQL)
-                await host.step(sid, PY)
-            sizes = [await pss(host, sid) for sid in sids]
-        out[label] = {
-            "pss_mb_mean": statistics.mean(sizes) / 2**20,
-            "ratio_to_tables": statistics.mean(
-                s / table_bytes(source, e) for s, e in zip(sizes, chosen)
-            ),
-        }
+    """Marginal memory of a live rollout, from k/2 to k rollouts: k distinct episodes, then k
+    rollouts of one episode; with the fork server and with one sandbox per worker."""
+    out: dict[str, dict] = {}
+    half = k // 2
+    for mode in ("on", "off"):
+        tool_config = {"fork_server": mode, "warm_workers": 1}
+        for label, chosen in (("distinct", episodes[:k]), ("same", [episodes[0]] * k)):
+            async with SessionHost(tool_config, HostConfig(max_sessions=k + 1)) as host:
+                totals = []
+                for stage in (chosen[:half], chosen[half:]):
+                    for episode in stage:
+                        sid = (await host.open(str(source.root), episode))["session_id"]
+                        await host.step(sid, SQL)  # both tools hold the tables now
+                        await host.step(sid, PY)
+                    await asyncio.sleep(1.0)  # let the pools' refills finish
+                    totals.append(tools_pss())
+            per_rollout = (totals[1] - totals[0]) / (k - half)
+            tables = statistics.mean(table_bytes(source, e) for e in chosen[half:])
+            out[f"{label}, fork server {mode}"] = {
+                "pss_mb_per_rollout": per_rollout / 2**20,
+                "tables_mb": tables / 2**20,
+                "ratio_to_tables": per_rollout / tables,
+                "total_mb_at_k": totals[1] / 2**20,
+            }
     return out
 
 
 async def load_phase(
-    source: DatasetSource, episodes: list[str], samples: int, floor_mb: int, session_mb: float
+    source: DatasetSource,
+    episodes: list[str],
+    samples: int,
+    floor_mb: int,
+    session_mb: float | None,
 ):
     """E x S sessions opened at once; each makes a sql and a python call."""
     single: list[float] = []
@@ -101,7 +126,7 @@ async def load_phase(
     )
     started = time.perf_counter()
     async with SessionHost(config=config) as host:
-        capacity = host.capacity
+        capacity, host_session_mb = host.capacity, host.session_mb
 
         async def rollout(episode: str, i: int) -> None:
             nonlocal served, refused, wrong, lowest
@@ -132,7 +157,7 @@ async def load_phase(
         "crossed_or_lost": wrong,
         "lowest_available_mb": lowest,
         "floor_mb": floor_mb,
-        "session_mb": session_mb,
+        "session_mb": host_session_mb,
         "capacity": capacity,
         "seconds": time.perf_counter() - started,
         "one_rollout_ms": quantiles(single),
@@ -144,7 +169,9 @@ async def main_async(args) -> dict:
     source = DatasetSource(args.dataset)
     episodes = source.episode_ids[: args.episodes]
     result = {"dataset": str(source.root), "episodes": len(episodes), "samples": args.samples}
-    result["memory"] = await memory_phase(source, episodes, args.memory_k)
+    result["memory"] = await memory_phase(
+        source, source.episode_ids[: args.memory_k], args.memory_k
+    )
     result["load"] = await load_phase(
         source, episodes, args.samples, args.floor_mb, args.session_mb
     )
@@ -158,16 +185,18 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=16)
     parser.add_argument("--memory-k", type=int, default=8, help="rollouts in the memory phase")
     parser.add_argument("--floor-mb", type=int, default=4096, help="host min_available_mb")
-    parser.add_argument("--session-mb", type=float, default=160.0, help="host session_mb")
+    parser.add_argument(
+        "--session-mb", type=float, default=None, help="host session_mb (default: by mode)"
+    )
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     result = asyncio.run(main_async(args))
     mem, load = result["memory"], result["load"]
     print("| measure | value |\n| --- | --- |")
-    for label in ("distinct", "same"):
-        m = mem[label]
+    for label, m in mem.items():
         print(
-            f"| PSS per rollout, {label} episodes | {m['pss_mb_mean']:.1f} MB = {m['ratio_to_tables']:.2f}x its tables |"
+            f"| memory per additional rollout, {label} | {m['pss_mb_per_rollout']:.1f} MB = "
+            f"{m['ratio_to_tables']:.2f}x its tables ({m['tables_mb']:.1f} MB) |"
         )
     print(
         f"| GRPO load: requested / served / refused (HostFull) | {load['requested']} / {load['served']} / {load['refused_host_full']} |"

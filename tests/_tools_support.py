@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -48,6 +49,16 @@ def copy_episode(source: Path, target: Path) -> Path:
     return target
 
 
+# The sandbox set-ups every isolation test runs under: bwrap with workers forked from a fork
+# server (as root; elsewhere the fork server is unavailable and "auto" starts one sandbox per
+# worker), bwrap with one cold sandbox per worker, and the unshare fallback.
+SANDBOX_KINDS = {
+    "bwrap": {"sandbox": "bwrap", "fork_server": "on" if os.geteuid() == 0 else "auto"},
+    "bwrap-cold": {"sandbox": "bwrap", "fork_server": "off"},
+    "unshare": {"sandbox": "unshare"},
+}
+
+
 def tools_config(**overrides) -> ToolConfig:
     """Small, fast limits for tests (a short time limit keeps the runaway-code tests short)."""
     values = dict(
@@ -61,5 +72,8 @@ def tools_config(**overrides) -> ToolConfig:
         sql_max_rows=20,
         sql_max_chars=4000,
     )
+    kind = overrides.pop("kind", None)
+    if kind is not None:
+        values.update(SANDBOX_KINDS[kind])
     values.update(overrides)
     return ToolConfig(**values)

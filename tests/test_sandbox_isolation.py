@@ -20,7 +20,11 @@ from causaltrace.tools import SyncToolRuntime
 from causaltrace.tools.config import SandboxError, SandboxUnavailableError, ToolConfig
 from causaltrace.tools.sandbox import UnshareLauncher, select_launcher
 
-TOOLS = {"bwrap": ("bwrap", "apt-get install bubblewrap"), "unshare": ("unshare", "util-linux")}
+TOOLS = {
+    "bwrap": ("bwrap", "apt-get install bubblewrap"),
+    "bwrap-cold": ("bwrap", "apt-get install bubblewrap"),
+    "unshare": ("unshare", "util-linux"),
+}
 
 
 def require_sandbox(kind: str) -> None:
@@ -29,7 +33,7 @@ def require_sandbox(kind: str) -> None:
     if shutil.which(tool) is None:
         pytest.fail(f"{tool} is not installed: the {kind} sandbox tests need it ({package})")
     try:
-        select_launcher(ToolConfig(sandbox=kind))
+        select_launcher(tools_config(kind=kind))
     except (SandboxUnavailableError, SandboxError) as exc:
         pytest.fail(f"the {kind} sandbox does not work on this machine: {exc}")
 
@@ -47,7 +51,7 @@ def episode_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def runtime(kind):
-    rt = SyncToolRuntime(tools_config(sandbox=kind, warm_workers=2))
+    rt = SyncToolRuntime(tools_config(kind=kind, warm_workers=2))
     yield rt
     rt.close()
 
@@ -321,7 +325,7 @@ def test_a_crash_restarts_the_namespace(runtime, episode_dir, code):
 
 
 def test_growing_allocation_ends_in_memory_error(kind, episode_dir):
-    config = tools_config(sandbox=kind, warm_workers=0, memory_bytes=768 << 20, python_timeout=20)
+    config = tools_config(kind=kind, warm_workers=0, memory_bytes=768 << 20, python_timeout=20)
     with SyncToolRuntime(config) as rt, rt.episode(episode_dir) as tools:
         t0 = time.monotonic()
         out = tools.python("x = []\nwhile True:\n    x.append(bytearray(10**7))")

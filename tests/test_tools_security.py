@@ -21,7 +21,7 @@ from _tools_support import LABEL, SEED, make_episode, tools_config
 
 import causaltrace
 from causaltrace.tools import SyncToolRuntime
-from causaltrace.tools.config import SandboxError, SandboxUnavailableError, ToolConfig
+from causaltrace.tools.config import SandboxError, SandboxUnavailableError
 from causaltrace.tools.sandbox import select_launcher
 
 REPO = Path(causaltrace.__file__).resolve().parents[1]
@@ -37,7 +37,11 @@ SITE_DIRS = sorted(
 
 # Both sandbox kinds always run: a missing tool or a sandbox that cannot start is a failure
 # that says how to fix it, never a skip.
-SANDBOXES = {"bwrap": ("bwrap", "apt-get install bubblewrap"), "unshare": ("unshare", "util-linux")}
+SANDBOXES = {
+    "bwrap": ("bwrap", "apt-get install bubblewrap"),
+    "bwrap-cold": ("bwrap", "apt-get install bubblewrap"),
+    "unshare": ("unshare", "util-linux"),
+}
 
 
 def require_sandbox(kind: str) -> None:
@@ -45,7 +49,7 @@ def require_sandbox(kind: str) -> None:
     if shutil.which(tool) is None:
         pytest.fail(f"{tool} is not installed: the {kind} security tests need it ({package})")
     try:
-        select_launcher(ToolConfig(sandbox=kind))
+        select_launcher(tools_config(kind=kind))
     except (SandboxUnavailableError, SandboxError) as exc:
         pytest.fail(f"the {kind} sandbox does not work on this machine: {exc}")
 
@@ -61,7 +65,7 @@ class Env:
         self.manifest = root / "attacked" / "manifest.json"
         # 1 GiB: filling memory up to the limit takes ~2 us per page here, and the runaway-code
         # attacks below must end in MemoryError well within the 4 s time limit, even under load.
-        self.runtime = SyncToolRuntime(tools_config(sandbox=kind, memory_bytes=1 << 30))
+        self.runtime = SyncToolRuntime(tools_config(kind=kind, memory_bytes=1 << 30))
         self.tools = self.runtime.episode(self.attacked_dir)
         self.bystander = self.runtime.episode(self.bystander_dir)
         self.bystander.python("marker = 'still here'")

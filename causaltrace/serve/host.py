@@ -32,7 +32,9 @@ class UnknownSession(CausalTraceError):
 @dataclass(frozen=True)
 class HostConfig:
     """Capacity of one host. ``session_mb``: the memory one live session grows to (its Python
-    and SQL workers with the tables loaded; measured by bench/bench_rollouts.py): the host
+    and SQL workers with the tables loaded; measured by bench/bench_rollouts.py: about 27 MB
+    with workers forked from the fork server, 96 MB with one cold sandbox per worker; None
+    picks :data:`SESSION_MB_FORKED` or :data:`SESSION_MB_COLD` by the runtime's mode): the host
     admits at most ``(MemAvailable at start - min_available_mb) / session_mb`` sessions,
     because a session's memory arrives after ``open`` (when its tools load), so a burst of
     opens would all pass a check of the memory free at that moment. ``wait_seconds``: how long
@@ -42,7 +44,7 @@ class HostConfig:
 
     max_sessions: int = 256
     min_available_mb: int = 1024
-    session_mb: float = 160.0
+    session_mb: float | None = None
     wait_seconds: float = 0.0
     idle_seconds: float = 900.0
 
@@ -59,6 +61,13 @@ class HostConfig:
                 f"host config: max_sessions must be >= 1, not {config.max_sessions}"
             )
         return config
+
+
+# Expected memory of a live session (MB), with margin over bench/bench_rollouts.py's figures
+# (26.5 MB forked, 96 MB cold on ads_test; docs/serving.md): agent code that builds large
+# frames grows a session past these, which the min_available_mb floor guards.
+SESSION_MB_FORKED = 48.0
+SESSION_MB_COLD = 160.0
 
 
 def available_mb() -> float | None:
@@ -89,6 +98,7 @@ class SessionHost:
         self.sessions: dict[str, Any] = {}
         self._last: dict[str, float] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        self.session_mb = self.config.session_mb or SESSION_MB_COLD  # set by start()
         self._slots: asyncio.Semaphore | None = None
         self.capacity = self.config.max_sessions
         self.refused = 0
@@ -111,8 +121,11 @@ class SessionHost:
             await self.runtime.start()
             self.capacity = self.config.max_sessions
             free = available_mb()
+            self.session_mb = self.config.session_mb or (
+                SESSION_MB_FORKED if self.runtime.forking else SESSION_MB_COLD
+            )
             if free is not None:
-                fits = int((free - self.config.min_available_mb) // self.config.session_mb)
+                fits = int((free - self.config.min_available_mb) // self.session_mb)
                 self.capacity = max(0, min(self.capacity, fits))
             self._slots = asyncio.Semaphore(self.capacity) if self.capacity else None
         return self
@@ -169,7 +182,7 @@ class SessionHost:
             self.refused += 1
             raise HostFull(
                 f"no memory for any session: MemAvailable at start left less than one "
-                f"session_mb={self.config.session_mb:g} above min_available_mb="
+                f"session_mb={self.session_mb:g} above min_available_mb="
                 f"{self.config.min_available_mb}"
             )
         free = available_mb()
@@ -191,7 +204,7 @@ class SessionHost:
             raise HostFull(
                 f"{len(self.sessions)} sessions are live (capacity {self.capacity}: "
                 f"max_sessions={self.config.max_sessions}, memory for "
-                f"session_mb={self.config.session_mb:g} each); none freed within "
+                f"session_mb={self.session_mb:g} each); none freed within "
                 f"{self.config.wait_seconds:g} s"
             ) from None
 

@@ -17,6 +17,7 @@ MiB = 1024 * 1024
 GiB = 1024 * MiB
 
 SandboxPreference = Literal["auto", "bwrap", "unshare", "none"]
+ForkServerPreference = Literal["auto", "on", "off"]
 
 # Distributions bound into the sandbox (with their installed dependencies). The generator's own
 # packages are refused by name, whatever the config says.
@@ -71,6 +72,11 @@ class ToolConfig:
     warm_workers: int = 2
     spawn_concurrency: int = 2
     worker_start_timeout: float = 120.0
+    # Fork workers from one warm sandbox per tool (tools/fork_server.py): libraries shared
+    # copy-on-write, each worker still in its own namespaces with its own uid and limits.
+    # "auto": where the launcher supports it (bwrap as root), else one sandbox per worker;
+    # "on": refuse to start without it; "off": one sandbox per worker.
+    fork_server: ForkServerPreference = "auto"
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -82,6 +88,10 @@ class ToolConfig:
             raise ToolError(
                 f"ToolConfig.sandbox must be 'auto', 'bwrap', 'unshare' or 'none', "
                 f"got {self.sandbox!r}"
+            )
+        if self.fork_server not in ("auto", "on", "off"):
+            raise ToolError(
+                f"ToolConfig.fork_server must be 'auto', 'on' or 'off', got {self.fork_server!r}"
             )
         if self.sandbox == "none" and not self.allow_unsandboxed:
             raise ToolError(

@@ -20,6 +20,8 @@ from pathlib import Path
 from causaltrace.tools.config import ToolError
 
 DATA_DICTIONARY = "data_dictionary.json"
+# How a table's file may be named in a slot: the episode's Parquet, or its Arrow IPC copy.
+TABLE_SUFFIXES = (".parquet", ".arrow")
 _TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -73,19 +75,29 @@ class EpisodeData:
         """Total size on disk of the visible files."""
         return sum(path.stat().st_size for path in self.files)
 
-    def install_into(self, target: Path) -> None:
+    def install_into(self, target: Path, tables: dict[str, Path] | None = None) -> None:
         """Put the visible files into an (empty) sandbox slot directory.
 
-        Files are hard-linked when possible (no copy, no extra disk) and copied otherwise; a
-        hard link is used only for world-readable files, so that a sandbox running under an
-        unprivileged uid can read what it is given.
+        ``tables`` replaces the Parquet files with other files of the same tables (the Arrow
+        IPC files of ``shared_tables.py``), named ``<table><suffix>``. Files are hard-linked
+        when possible (no copy, no extra disk) and copied otherwise; a hard link is used only
+        for world-readable files, so that a sandbox running under an unprivileged uid can read
+        what it is given.
         """
+        if tables is not None and set(tables) != set(self.tables):
+            raise ToolError(
+                f"the files given for {str(self.directory)!r} hold tables {sorted(tables)}, "
+                f"not {sorted(self.tables)}"
+            )
+        sources = list((tables or self.tables).values())
+        if self.data_dictionary:
+            sources.append(self.data_dictionary)
         target.mkdir(mode=0o755, exist_ok=True)
         if any(target.iterdir()):
             raise ToolError(
                 f"sandbox slot {str(target)!r} is not empty: a worker never serves two episodes"
             )
-        for source in self.files:
+        for source in sources:
             dest = target / source.name
             info = source.stat()
             linked = False
@@ -107,5 +119,6 @@ class EpisodeData:
         hours compress better), so a policy could read the cause from ``ls -l`` without looking
         at the data; the tables stay in the namespace, and the data dictionary stays on disk.
         """
-        for source in self.tables.values():
-            (target / source.name).unlink(missing_ok=True)
+        for name in self.tables:
+            for suffix in TABLE_SUFFIXES:
+                (target / f"{name}{suffix}").unlink(missing_ok=True)

@@ -24,6 +24,7 @@ import struct
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar, Generic, Self, TypeVar
 
@@ -81,6 +82,8 @@ class SandboxProcess:
         self.info: dict[str, Any] = {}
         self.claimed = False
         self.loaded = False
+        # Called once when the worker is closed (releases what its episode holds for it).
+        self.on_close: list[Callable[[], None]] = []
         self._stderr = bytearray()
         self._stderr_task = asyncio.create_task(self._drain_stderr())
         self._lock = asyncio.Lock()
@@ -128,20 +131,12 @@ class SandboxProcess:
         slot.mkdir(mode=0o755)
         (slot / "episode").mkdir(mode=0o755)
         try:
-            spec = launcher.spec(slot, cls.program(launcher, slot, config))
-            try:
-                proc = await asyncio.create_subprocess_exec(
-                    *spec.argv,
-                    stdin=asyncio.subprocess.PIPE,
-                    stdout=asyncio.subprocess.PIPE,
-                    stderr=asyncio.subprocess.PIPE,
-                    env=spec.env,
-                    cwd="/",
-                    start_new_session=True,
-                    pass_fds=spec.pass_fds,
-                )
-            finally:
-                spec.close()
+            program = cls.program(launcher, slot, config)
+            server = launcher.fork_server
+            if server is not None and server.alive:
+                proc = await server.spawn(launcher.worker_program(slot, program), slot / "episode")
+            else:
+                proc = await cls._launch(launcher, slot, program)
         except BaseException:
             shutil.rmtree(slot, ignore_errors=True)
             raise
@@ -164,6 +159,26 @@ class SandboxProcess:
             raise SandboxError(f"{what} failed to start: {problem}")
         worker.info = hello
         return worker
+
+    @staticmethod
+    async def _launch(
+        launcher: Launcher, slot: Path, program: list[str] | None
+    ) -> asyncio.subprocess.Process:
+        """Start a worker in a sandbox of its own (no fork server)."""
+        spec = launcher.spec(slot, program)
+        try:
+            return await asyncio.create_subprocess_exec(
+                *spec.argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=spec.env,
+                cwd="/",
+                start_new_session=True,
+                pass_fds=spec.pass_fds,
+            )
+        finally:
+            spec.close()
 
     async def _drain_stderr(self) -> None:
         stream = self.proc.stderr
@@ -267,6 +282,9 @@ class SandboxProcess:
             await asyncio.wait_for(self.proc.wait(), 10.0)
         self._stderr_task.cancel()
         await asyncio.to_thread(shutil.rmtree, self.slot, True)
+        callbacks, self.on_close = self.on_close, []
+        for callback in callbacks:
+            callback()
 
 
 class WorkerProcess(SandboxProcess):

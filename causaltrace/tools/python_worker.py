@@ -54,6 +54,7 @@ EXIT_STRAY_THREADS = 86
 # ``os.write`` or ``os.dup2`` breaks only its own namespace, not the worker.
 _write, _close, _dup2 = os.write, os.close, os.dup2
 _forking = False  # true while the REPL forks its own successor (the channel stays open then)
+_warm = False  # set by warm(): the libraries are imported and their set-up paths ran
 
 
 class _Channel(protocol.Channel):
@@ -184,20 +185,8 @@ class Worker:
 
     # -- requests --------------------------------------------------------------------------
     def ready(self) -> dict:
-        for name in self.config["preload"]:
-            importlib.import_module(name)
-        if "pandas" in sys.modules:  # run the Parquet and display code paths once, while warm
-            import io
-
-            import pandas as pd
-
-            buffer = io.BytesIO()
-            pd.DataFrame({"a": [1.0], "b": ["x"]}).to_parquet(buffer)
-            buffer.seek(0)
-            repr(pd.read_parquet(buffer))
-        if "duckdb" in sys.modules:
-            with contextlib.suppress(Exception):
-                _single_threaded_duckdb()
+        if not _warm:
+            warm(self.config["preload"])
         self.fd_capture = _capture_file()
         return protocol.greeting(supervised=self.succession is not None)
 
@@ -211,10 +200,11 @@ class Worker:
         pd.set_option("display.width", 160)
         tables = {}
         for name in sorted(os.listdir(self.data_dir)):
-            if name.endswith(".parquet"):
-                tables[name[: -len(".parquet")]] = pd.read_parquet(
-                    os.path.join(self.data_dir, name)
-                )
+            path = os.path.join(self.data_dir, name)
+            if name.endswith(".arrow"):
+                tables[name[: -len(".arrow")]] = _mapped_frame(path)
+            elif name.endswith(".parquet"):
+                tables[name[: -len(".parquet")]] = pd.read_parquet(path)
         dictionary = None
         path = os.path.join(self.data_dir, "data_dictionary.json")
         if os.path.exists(path):
@@ -426,6 +416,51 @@ def _capture_file() -> int | None:
     return None
 
 
+def _mapped_frame(path: str):
+    """A DataFrame over an Arrow IPC file mapped copy-on-write: equal to ``pd.read_parquet`` of
+    the same table (dtypes, index, values), with its numeric and date columns in the mapping.
+
+    Those pages are the page cache's, shared by every worker of the episode. The mapping is
+    private and writable, so agent code can assign into a DataFrame as with any other (pandas
+    refuses to write into Arrow's read-only buffers): a write copies the page it touches into
+    this process, never into the file (opened read-only) or another worker's view.
+    """
+    import mmap
+
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.ipc
+
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        mapping = mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    finally:
+        os.close(fd)
+    table = pa.ipc.open_file(pa.BufferReader(pa.py_buffer(mapping))).read_all()
+    frame = table.to_pandas(split_blocks=True)  # zero-copy where the layout allows
+    whole = np.frombuffer(mapping, np.uint8)
+    low = whole.ctypes.data
+    columns = {}
+    for i, name in enumerate(frame.columns):
+        column = frame.iloc[:, i]
+        if isinstance(column.dtype, np.dtype):  # numbers, dates: re-point at the writable map
+            values = column.to_numpy(copy=False)
+            address = values.__array_interface__["data"][0]
+            if values.flags.writeable:
+                pass
+            elif values.flags.c_contiguous and low <= address <= low + size - values.nbytes:
+                values = np.frombuffer(mapping, values.dtype, len(values), address - low)
+            else:
+                values = values.copy()
+            column = pd.Series(values, index=frame.index, name=name, copy=False)
+        columns[name] = column
+    out = pd.DataFrame(columns, index=frame.index, copy=False)
+    out.attrs.update(frame.attrs)
+    return out
+
+
 def _single_threaded_duckdb() -> None:
     """DuckDB databases opened by agent code run without threads of their own by default.
 
@@ -451,6 +486,31 @@ def _single_threaded_duckdb() -> None:
 
     connect_without_threads.__doc__ = connect.__doc__
     duckdb.connect = connect_without_threads
+
+
+def warm(preload: list[str]) -> None:
+    """Import the data packages and run the Parquet, display and DuckDB set-up paths once.
+
+    A fork server (``fork_server.py``) runs this before forking the workers, which then share
+    what it built copy-on-write and skip it: done again in each worker it would cost ~14 MB of
+    private memory per worker (pages of the shared heap touched and copied).
+    """
+    global _warm
+    for name in preload:
+        importlib.import_module(name)
+    if "pandas" in sys.modules:
+        import io
+
+        import pandas as pd
+
+        buffer = io.BytesIO()
+        pd.DataFrame({"a": [1.0], "b": ["x"]}).to_parquet(buffer)
+        buffer.seek(0)
+        repr(pd.read_parquet(buffer))
+    if "duckdb" in sys.modules:
+        with contextlib.suppress(Exception):
+            _single_threaded_duckdb()
+    _warm = True
 
 
 def main() -> None:

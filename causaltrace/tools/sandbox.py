@@ -69,11 +69,13 @@ log = logging.getLogger("causaltrace.tools")
 # The worker programs, bound read-only (and alone: no other file of causaltrace) into every
 # sandbox under SANDBOX_WORKERS; they import only the standard library, worker_protocol and the
 # data packages.
-WORKER_FILES = ("python_worker.py", "sql_worker.py", "worker_protocol.py")
+WORKER_FILES = ("python_worker.py", "sql_worker.py", "worker_protocol.py", "fork_server.py")
 WORKER_DIR = Path(__file__).parent
 SANDBOX_WORKERS = "/opt/causaltrace"
 SANDBOX_SITE = f"{SANDBOX_WORKERS}/site"
 SANDBOX_DATA = "/episode"
+# Where a fork server sees the slots of every worker (each forked worker unmounts it).
+SANDBOX_SLOTS = f"{SANDBOX_WORKERS}/slots"
 # Top-level entries of the host mirrored into the sandbox (read-only), as links or binds.
 SYSTEM_ROOTS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 SYSTEM_FILES = ("/etc/ld.so.cache",)
@@ -465,6 +467,9 @@ class Launcher(ABC):
     def __init__(self, config: ToolConfig):
         self.config = config
         self.runtime = PythonRuntime.discover(config.sandbox_packages)
+        # Set by the tool runtime when it runs a fork server for this launcher (forking.py):
+        # workers are then forked from it instead of started one sandbox each.
+        self.fork_server: Any = None
 
     def worker_config(self, data_dir: str, site_dirs: list[str]) -> dict[str, Any]:
         c = self.config
@@ -499,11 +504,32 @@ class Launcher(ABC):
         """Where the worker sees the worker program ``name`` (one of :data:`WORKER_FILES`)."""
         return f"{SANDBOX_WORKERS}/{name}"
 
-    def python_argv(self, slot: Path, program: list[str] | None) -> list[str]:
+    def worker_program(self, slot: Path, program: list[str] | None = None) -> list[str]:
+        """The worker script and its arguments (``program``, or the Python tool's worker)."""
         if program is None:
             config = self.worker_config(self.data_dir(slot), [SANDBOX_SITE])
             program = [self.script("python_worker.py"), json.dumps(config)]
-        return [self.runtime.executable, "-I", "-S", "-B", *program]
+        return program
+
+    def python_argv(self, slot: Path, program: list[str] | None) -> list[str]:
+        return [self.runtime.executable, "-I", "-S", "-B", *self.worker_program(slot, program)]
+
+    def fork_server_settings(self) -> dict[str, Any]:
+        """What ``fork_server.py`` needs: where the packages and the slots are, what to import,
+        the size of each worker's /tmp, and the seccomp filter each worker installs on itself."""
+        seccomp = getattr(self, "seccomp", None)
+        return {
+            "site": [SANDBOX_SITE],
+            "slots": SANDBOX_SLOTS,
+            "preload": list(self.config.preload),
+            "tmp_bytes": self.config.tmp_bytes,
+            "seccomp": seccomp.hex() if seccomp else "",
+        }
+
+    def fork_server_spec(self, slot: Path, slot_root: Path) -> LaunchSpec:
+        """The command that starts this launcher's fork server (``fork_server.py``), which sees
+        ``slot_root`` (every worker's slot) read-only at :data:`SANDBOX_SLOTS`."""
+        raise SandboxUnavailableError(f"the {self.name} launcher has no fork server")
 
     def drop_privileges(self) -> list[str]:
         """As root: switch to a random unprivileged uid with no capabilities, via setpriv."""
@@ -572,12 +598,40 @@ class BwrapLauncher(Launcher):
         self.seccomp = seccomp_filter()
 
     def spec(self, slot: Path, program: list[str] | None = None) -> LaunchSpec:
+        command = [*self.drop_privileges(), *self.python_argv(slot, program)]
+        return self._launch(slot, command, self.seccomp, caps=("CAP_SETUID", "CAP_SETGID"))
+
+    def fork_server_spec(self, slot: Path, slot_root: Path) -> LaunchSpec:
+        """The fork server's sandbox: a worker's, except that it keeps root with the
+        capabilities each fork needs to make its own namespaces and drop to its own uid (it
+        never runs agent code), has no seccomp filter (each fork installs it last), and sees
+        every slot of the runtime (each fork keeps only its own)."""
+        if os.geteuid() != 0:
+            raise SandboxUnavailableError(
+                "the fork server needs real root (each worker gets its own uid); "
+                "workers start one sandbox each"
+            )
+        program = [self.script("fork_server.py"), json.dumps(self.fork_server_settings())]
+        command = [self.runtime.executable, "-I", "-S", "-B", *program]
+        caps = ("CAP_SETUID", "CAP_SETGID", "CAP_SYS_ADMIN", "CAP_SETPCAP")
+        return self._launch(slot, command, None, caps=caps, slots=slot_root)
+
+    def _launch(
+        self,
+        slot: Path,
+        command: list[str],
+        seccomp: bytes | None,
+        caps: tuple[str, ...],
+        slots: Path | None = None,
+    ) -> LaunchSpec:
         rt = self.runtime
         args = [self.bwrap, "--die-with-parent", "--new-session"]
         if os.geteuid() == 0:
             # Real root needs no user namespace; the worker drops to a random uid (setpriv).
             args += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"]
-            args += ["--unshare-cgroup-try", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+            args += ["--unshare-cgroup-try"]
+            for cap in caps:
+                args += ["--cap-add", cap]
         else:
             args += ["--unshare-all", "--unshare-user", "--disable-userns"]
         args += ["--hostname", "sandbox"]
@@ -611,15 +665,16 @@ class BwrapLauncher(Launcher):
         for name in WORKER_FILES:
             args += ["--ro-bind", str(WORKER_DIR / name), self.script(name)]
         args += ["--ro-bind", str(slot / "episode"), SANDBOX_DATA]
+        if slots is not None:
+            args += ["--ro-bind", str(slots), SANDBOX_SLOTS]
         args += ["--proc", "/proc", "--dev", "/dev"]
         args += ["--perms", "1777", "--size", size, "--tmpfs", "/dev/shm"]
         args += ["--remount-ro", "/", "--chdir", SANDBOX_DATA, "--clearenv"]
         for key, value in SANDBOX_ENV.items():
             args += ["--setenv", key, value]
-        command = [*self.drop_privileges(), *self.python_argv(slot, program)]
         fds = []
-        if self.seccomp is not None:
-            fds.append(_memfd("bwrap-seccomp", self.seccomp))
+        if seccomp is not None:
+            fds.append(_memfd("bwrap-seccomp", seccomp))
             args += ["--seccomp", str(fds[-1])]
         # Hand the options over through a memfd (--args) so that the sandbox's /proc/1/cmdline
         # shows no host path (the slot directory, the worker script's location).

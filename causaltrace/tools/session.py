@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -28,12 +29,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from causaltrace.tools.config import ToolConfig, ToolError
+from causaltrace.tools.config import SandboxError, SandboxUnavailableError, ToolConfig, ToolError
 from causaltrace.tools.episode import EpisodeData
+from causaltrace.tools.forking import ForkServer
 from causaltrace.tools.pool import WorkerDied, WorkerPool, WorkerProcess
 from causaltrace.tools.sandbox import Launcher, select_launcher
+from causaltrace.tools.shared_tables import ArrowTables
 from causaltrace.tools.sql import SqlPool, SqlTool, sql_launcher
 
+log = logging.getLogger("causaltrace.tools")
 TOOL_NAMES = ("sql", "python")
 
 
@@ -47,6 +51,8 @@ class ToolRuntime:
         self.sql_pool: SqlPool | None = None
         self._slot_root: Path | None = None
         self._episodes: set[EpisodeTools] = set()
+        self._fork_servers: list[ForkServer] = []
+        self.arrow_tables: ArrowTables | None = None
 
     @property
     def sandbox(self) -> str:
@@ -62,13 +68,44 @@ class ToolRuntime:
         self._slot_root = Path(tempfile.mkdtemp(prefix="causaltrace-tools-"))
         # If close() is never called, still remove the slots at exit (sandboxes die with us).
         self._cleanup = weakref.finalize(self, shutil.rmtree, str(self._slot_root), True)
+        sql = sql_launcher(self.launcher, self.config)
+        try:
+            for launcher in (self.launcher, sql):
+                await self._start_fork_server(launcher)
+        except BaseException:
+            await self._close_fork_servers()
+            raise
+        self.arrow_tables = ArrowTables(self._slot_root / "arrow-tables", self.config)
         self.pool = WorkerPool(self.launcher, self.config, self._slot_root)
         self.pool.start()
-        self.sql_pool = SqlPool(
-            sql_launcher(self.launcher, self.config), self.config, self._slot_root
-        )
+        self.sql_pool = SqlPool(sql, self.config, self._slot_root)
         self.sql_pool.start()
         return self
+
+    async def _start_fork_server(self, launcher: Launcher) -> None:
+        """Run a fork server for ``launcher`` per ``ToolConfig.fork_server``."""
+        if self.config.fork_server == "off" or not launcher.sandboxed:
+            return
+        assert self._slot_root is not None
+        try:
+            server = await ForkServer.start(launcher, self.config, self._slot_root)
+        except (SandboxUnavailableError, SandboxError) as exc:
+            if self.config.fork_server == "on":
+                raise
+            log.info("no fork server (%s): one sandbox per worker", exc)
+            return
+        launcher.fork_server = server
+        self._fork_servers.append(server)
+
+    async def _close_fork_servers(self) -> None:
+        servers, self._fork_servers = self._fork_servers, []
+        for server in servers:
+            await server.close()
+
+    @property
+    def forking(self) -> bool:
+        """Whether workers are forked from a warm fork server (``ToolConfig.fork_server``)."""
+        return bool(self._fork_servers)
 
     async def wait_warm(self, timeout: float | None = None) -> None:
         """Wait until ``warm_workers`` Python and SQL workers are started and idle (raises if
@@ -84,6 +121,10 @@ class ToolRuntime:
             await self.pool.close()
         if self.sql_pool is not None:
             await self.sql_pool.close()
+        await self._close_fork_servers()
+        if self.arrow_tables is not None:
+            await self.arrow_tables.close()
+            self.arrow_tables = None
         if self._slot_root is not None:
             self._cleanup()
         self.pool = self.sql_pool = self._slot_root = None
@@ -201,7 +242,18 @@ class EpisodeTools:
         pool = self.runtime.pool
         worker = await pool.claim()
         try:
-            await asyncio.to_thread(self.episode.install_into, worker.episode_dir)
+            tables = None
+            if self.runtime.arrow_tables is not None:
+                arrow = self.runtime.arrow_tables
+                try:
+                    key, directory = await arrow.acquire(self.episode)
+                except ToolError as exc:
+                    raise ToolError(
+                        f"the python worker could not load the episode: {exc}"
+                    ) from None
+                worker.on_close.append(lambda: arrow.release(key))
+                tables = ArrowTables.files(directory)
+            await asyncio.to_thread(self.episode.install_into, worker.episode_dir, tables)
             reply = await worker.request({"op": "load"}, self.config.worker_start_timeout)
             if not reply.get("ok"):
                 raise ToolError(

@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import hashlib
 import json
 import logging
 import os
@@ -41,6 +40,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from causaltrace.tools.config import MiB, ToolConfig, ToolError
+from causaltrace.tools.derived import DerivedFiles
 from causaltrace.tools.episode import EpisodeData
 from causaltrace.tools.pool import SandboxProcess, WorkerDied, WorkerPool
 from causaltrace.tools.sandbox import SANDBOX_SITE, Launcher
@@ -124,7 +124,8 @@ def sql_limits(config: ToolConfig) -> dict[str, int]:
 def sql_launcher(launcher: Launcher, config: ToolConfig) -> Launcher:
     """A launcher of the same kind as the Python tool's whose sandbox shows only the ``duckdb``
     distribution (and its dependencies)."""
-    sql_config = dataclasses.replace(config, sandbox_packages=("duckdb",), preload=())
+    # preload: what its fork server imports (the SQL worker imports DuckDB on its own anyway)
+    sql_config = dataclasses.replace(config, sandbox_packages=("duckdb",), preload=("duckdb",))
     return type(launcher)(sql_config)
 
 
@@ -163,96 +164,23 @@ def build_database(episode: EpisodeData, target: Path, config: ToolConfig) -> No
             leftover.unlink(missing_ok=True)
 
 
-class SqlDatabases:
-    """The episodes' database files, one per distinct set of Parquet files (the key: the files'
-    names, paths, inodes, sizes and modification times, and DuckDB's version).
+class SqlDatabases(DerivedFiles):
+    """The episodes' database files, one per distinct set of Parquet files and DuckDB version,
+    shared by the live episodes that use them and built once (see :class:`DerivedFiles`); at
+    most :data:`KEEP_FILES` unused files and :data:`KEEP_BYTES` in all are kept."""
 
-    A file is shared by the live episodes that use it (an RL rollout group) and built once. When
-    the last of them closes it is kept for later episodes of the same files (RL epochs), up to
-    :data:`KEEP_FILES` unused files and :data:`KEEP_BYTES` in all; the least recently used goes
-    first. Everything is deleted with the runtime.
-    """
+    suffix = ".duckdb"
 
-    def __init__(self, root: Path, config: ToolConfig):
-        self.root = root
-        self.config = config
-        root.mkdir(mode=0o755, exist_ok=True)
-        self._entries: dict[str, tuple[Path, asyncio.Task[None]]] = {}
-        self._refs: dict[str, int] = {}
-        self._unused: dict[str, None] = {}  # keys of built files no episode uses, oldest first
-        self.builds = 0
+    def build(self, episode: EpisodeData, target: Path) -> None:
+        build_database(episode, target, self.config)
 
-    @staticmethod
-    def key(episode: EpisodeData) -> str:
+    def version(self) -> str:
         import duckdb
 
-        digest = hashlib.sha256(duckdb.__version__.encode())
-        for name, path in sorted(episode.tables.items()):
-            st = path.stat()
-            stamp = (name, str(path.resolve()), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-            digest.update(repr(stamp).encode())
-        return digest.hexdigest()[:32]
+        return duckdb.__version__
 
-    async def acquire(self, episode: EpisodeData) -> tuple[str, Path]:
-        """The (key, path) of the episode's database file, built unless it exists."""
-        key = await asyncio.to_thread(self.key, episode)
-        if key not in self._entries:
-            path = self.root / f"{key}.duckdb"
-            task = asyncio.get_running_loop().create_task(
-                asyncio.to_thread(build_database, episode, path, self.config)
-            )
-            self._entries[key] = (path, task)
-            self.builds += 1
-        self._unused.pop(key, None)
-        self._refs[key] = self._refs.get(key, 0) + 1
-        path, task = self._entries[key]
-        try:
-            await asyncio.shield(task)
-        except BaseException:
-            self.release(key)
-            raise
-        return key, path
-
-    def release(self, key: str) -> None:
-        self._refs[key] -= 1
-        if self._refs[key] > 0:
-            return
-        del self._refs[key]
-        task = self._entries[key][1]
-        if not task.done() or task.cancelled() or task.exception() is not None:
-            self._forget(key)  # a failed (or still running) build is not kept
-            return
-        self._unused[key] = None
-        self._evict()
-
-    def _forget(self, key: str) -> None:
-        path, task = self._entries.pop(key)
-        self._unused.pop(key, None)
-        if task.done():
-            path.unlink(missing_ok=True)
-        else:  # still building: delete what it builds
-            task.add_done_callback(lambda _: path.unlink(missing_ok=True))
-
-    def _evict(self) -> None:
-        def size(key: str) -> int:
-            try:
-                return self._entries[key][0].stat().st_size
-            except OSError:
-                return 0
-
-        total = sum(size(k) for k in self._unused)
-        while self._unused and (len(self._unused) > KEEP_FILES or total > KEEP_BYTES):
-            oldest = next(iter(self._unused))
-            total -= size(oldest)
-            self._forget(oldest)
-
-    async def close(self) -> None:
-        for _, task in list(self._entries.values()):
-            with contextlib.suppress(BaseException):
-                await task
-        self._entries.clear()
-        self._unused.clear()
-        await asyncio.to_thread(shutil.rmtree, self.root, True)
+    def limits(self) -> tuple[int, int]:
+        return KEEP_FILES, KEEP_BYTES
 
 
 # The SQL worker dies the way any sandboxed worker does.

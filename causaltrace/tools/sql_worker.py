@@ -99,6 +99,7 @@ READ_ONLY_HINT = (
     "SUMMARIZE, EXPLAIN [ANALYZE] SELECT ... or PRAGMA table_info('t')."
 )
 _MAX_DEPTH = 4
+_warm = False  # set by warm()
 
 
 class Refused(Exception):
@@ -318,10 +319,8 @@ class Worker:
         self.watchdog: _Watchdog | None = None
 
     def ready(self) -> dict:
-
-        import duckdb
-
-        duckdb.connect(":memory:").close()  # load the library's code while warm
+        if not _warm:
+            warm()
         return protocol.greeting()
 
     def load(self, request: dict) -> dict:
@@ -432,6 +431,15 @@ class Worker:
             "bytes": int(row[0] or 0) if row else 0,
             "file_bytes": os.path.getsize(self.db_path),
         }
+
+
+def warm() -> None:
+    """Import DuckDB and load its code (a fork server runs this once for all its workers)."""
+    global _warm
+    import duckdb
+
+    duckdb.connect(":memory:").close()
+    _warm = True
 
 
 def main() -> None:
