@@ -23,11 +23,16 @@ import time
 from pathlib import Path
 
 from causaltrace import load_domain
-from causaltrace.episodes import EpisodeSpec, build_visible, explain_episode_alert, make_label
-from causaltrace.generation import dataset_domain, find_spec, open_episode
-from causaltrace.seeds import episode_streams
-from causaltrace.storage import read_episode_tables, write_episode_dir
-from causaltrace.verify import verify
+from causaltrace.datasets.generation import dataset_domain, find_spec, open_episode
+from causaltrace.datasets.seeds import episode_streams
+from causaltrace.datasets.storage import read_episode_tables, write_episode_dir
+from causaltrace.episodes.sampling import (
+    EpisodeSpec,
+    build_visible,
+    explain_episode_alert,
+    make_label,
+)
+from causaltrace.episodes.verify import verify
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -101,7 +106,7 @@ def run_cli(out: Path, *overrides: str, multirun: bool = False) -> float:
 def peak_rss_mb(out: Path, n: int, domain: str) -> float:
     code = (
         "import resource, sys\n"
-        "from causaltrace.generation import Job, run\n"
+        "from causaltrace.datasets.generation import Job, run\n"
         f"job = Job.from_config({{'out_dir': {str(out)!r}, 'domain': {{'name': 'ads', "
         f"'preset': {domain!r}}}, 'dataset': {{'name': 'mem', 'split': 'mem', 'seed': 3, "
         f"'n_episodes': {n}, 'materialize': False, 'shard_size': 16}}}})\n"

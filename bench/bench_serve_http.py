@@ -53,7 +53,7 @@ def free_port() -> int:
 
 def small_dataset(out: Path) -> Path:
     """Six ads episodes of the small preset (the trainer tests' fixture)."""
-    from causaltrace.generation import Job, run
+    from causaltrace.datasets.generation import Job, run
 
     job = Job.from_config(
         {

@@ -1,7 +1,7 @@
 """Issue 14: structure learning on causaltrace exports, scored against the true CPDAG.
 
 For each domain the observational regime is sampled through the export's own code path
-(``causaltrace.structure_export``: ``world_seeds`` and ``regime_frame``, the functions
+(``causaltrace.structure.export``: ``world_seeds`` and ``regime_frame``, the functions
 ``causaltrace export-structure`` writes ``observational.parquet`` with; the same seed gives the
 same rows) and three data sets are cut from it:
 
@@ -18,7 +18,7 @@ same rows) and three data sets are cut from it:
   the pitfall of docs/causal-structure.md (the coordinates are common causes left out).
 
 Which nodes are columns. The truth must be a DAG over the columns, so hidden nodes are handled
-by latent projection (``causaltrace.identification.latent_projection``): a hidden node on a directed path between two columns becomes a directed
+by latent projection (``causaltrace.structure.identification.latent_projection``): a hidden node on a directed path between two columns becomes a directed
 edge; a hidden node with two column descendants (through hidden nodes only) would be a hidden
 confounder, which no DAG over the columns describes. The observed nodes are used when their
 projection is a DAG (example); otherwise every node is a column (``--include-latent`` in the
@@ -66,7 +66,7 @@ from importlib.metadata import version  # noqa: E402
 import networkx as nx  # noqa: E402
 import numpy as np  # noqa: E402
 
-from causaltrace.identification import latent_projection  # noqa: E402
+from causaltrace.structure.identification import latent_projection  # noqa: E402
 
 ALPHA = 0.01
 # R^2 above this (residual variance below 1e-10 of the total) counts as an exact linear function
@@ -272,8 +272,8 @@ def build_cases(
     ``include_latent``: every node a column (``True``), the observed ones (``False``), or the
     observed ones when their projection is a DAG and every node otherwise (``None``).
     """
-    from causaltrace.domain import load_domain
-    from causaltrace.structure_export import graph_for_export, regime_frame, world_seeds
+    from causaltrace.episodes.domain import load_domain
+    from causaltrace.structure.export import graph_for_export, regime_frame, world_seeds
 
     scm = load_domain(domain).scm
     plain = graph_for_export(scm, with_panel=False)

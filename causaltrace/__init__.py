@@ -7,9 +7,9 @@ analyst sees. This module stays light on purpose: pgmpy, matplotlib, DuckDB and 
 imported only by the functions that need them.
 """
 
-from causaltrace.alerts import AlertExplanation, AlertReading, explain_alert, raised_alert
-from causaltrace.counterfactuals import abduct_noise, counterfactual_from_observations
-from causaltrace.domain import (
+from causaltrace import _moved
+from causaltrace.episodes.alerts import AlertExplanation, AlertReading, explain_alert, raised_alert
+from causaltrace.episodes.domain import (
     Background,
     Domain,
     DomainError,
@@ -29,7 +29,22 @@ from causaltrace.errors import (
     PanelError,
     SliceError,
 )
-from causaltrace.identification import (
+from causaltrace.model.counterfactuals import abduct_noise, counterfactual_from_observations
+from causaltrace.model.intervention_points import (
+    InterventionDraw,
+    InterventionPoint,
+    InterventionPrior,
+    candidate_slices,
+)
+from causaltrace.model.interventions import Do, Intervention, Replace, Scale, Shift
+from causaltrace.model.node import Constant, Exogenous, Linear, Mechanism, Node
+from causaltrace.model.noise import NoiseSpec, NoiseStreams, NoNoise, Normal, Uniform
+from causaltrace.model.panel import Dimension, Panel, TimeAxis
+from causaltrace.model.profiles import Decay, Pulse, Ramp, Step, Window
+from causaltrace.model.scm import SCM, Independence
+from causaltrace.model.simulate import World, Worlds, sample, simulate
+from causaltrace.model.slices import WHOLE_PANEL, Slice, enumerate_slices, parse_slice
+from causaltrace.structure.identification import (
     Identification,
     NotIdentifiable,
     Projection,
@@ -39,20 +54,8 @@ from causaltrace.identification import (
     identify_effect,
     latent_projection,
 )
-from causaltrace.intervention_points import (
-    InterventionDraw,
-    InterventionPoint,
-    InterventionPrior,
-    candidate_slices,
-)
-from causaltrace.interventions import Do, Intervention, Replace, Scale, Shift
-from causaltrace.node import Constant, Exogenous, Linear, Mechanism, Node
-from causaltrace.noise import NoiseSpec, NoiseStreams, NoNoise, Normal, Uniform
-from causaltrace.panel import Dimension, Panel, TimeAxis
-from causaltrace.profiles import Decay, Pulse, Ramp, Step, Window
-from causaltrace.scm import SCM, Independence
-from causaltrace.simulate import World, Worlds, sample, simulate
-from causaltrace.slices import WHOLE_PANEL, Slice, enumerate_slices, parse_slice
+
+_moved.install()  # the old module paths (causaltrace.panel, ...) still import, with a warning
 
 __version__ = "0.1.0"
 

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from causaltrace.domain import available_domains, load_domain
+from causaltrace.episodes.domain import available_domains, load_domain
 
 
 def simulate_summary(domain_name: str, seed: int, cause: str | None = None) -> str:
@@ -151,7 +151,7 @@ def _main(argv: Sequence[str]) -> int:
             print(f"{name}\t{path}")
         return 0
     if args.command == "export-structure":
-        from causaltrace.structure_export import export_structure
+        from causaltrace.structure.export import export_structure
 
         written = export_structure(
             args.domain,

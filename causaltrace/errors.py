@@ -46,7 +46,7 @@ class NoCounterfactualError(CausalTraceError):
 
 class AbductionError(CausalTraceError):
     """Exogenous noise cannot be recovered from the given observations (see
-    :mod:`causaltrace.counterfactuals`): a missing or misshapen observation, a count whose
+    :mod:`causaltrace.model.counterfactuals`): a missing or misshapen observation, a count whose
     counterfactual the observation does not pin down and no ``rng`` to draw it, or an abducted
     noise that does not reproduce the observation."""
 

@@ -4,7 +4,7 @@ from explicit draws (so a test fixes the cause, slice and strength)."""
 from __future__ import annotations
 
 from causaltrace import SCM, InterventionDraw, InterventionPoint, InterventionPrior, Slice, Window
-from causaltrace.episodes import EpisodeSpec, build_episode
+from causaltrace.episodes.sampling import EpisodeSpec, build_episode
 from domains.example import ExampleDomain
 
 

@@ -15,9 +15,9 @@ from typing import Any
 from _openai_stub import StubServer, call, completion, episode_of, turn_of
 
 from causaltrace.agents import make_agent
+from causaltrace.datasets.generation import Job, run
 from causaltrace.env import DatasetSource
 from causaltrace.eval import evaluate
-from causaltrace.generation import Job, run
 
 N_EPISODES = 6
 

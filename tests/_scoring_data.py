@@ -10,7 +10,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from causaltrace import load_domain
-from causaltrace.labels import KpiEffect, OracleLabel
+from causaltrace.episodes.labels import KpiEffect, OracleLabel
 from causaltrace.scoring import AnswerSpace
 
 DEVICES = ("mobile", "desktop", "tablet")

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from causaltrace import InterventionDraw, Slice, Window, load_domain, raised_alert
-from causaltrace.episodes import EpisodeSpec, build_episode
-from causaltrace.generation import verify_episode
-from causaltrace.verify import VerifierConfig
+from causaltrace.datasets.generation import verify_episode
+from causaltrace.episodes.sampling import EpisodeSpec, build_episode
+from causaltrace.episodes.verify import VerifierConfig
 
 SEEDS = (1, 2, 3, 4)
 

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from causaltrace import load_domain
-from causaltrace.episodes import EpisodeSpec, build_visible, episode_id
+from causaltrace.episodes.sampling import EpisodeSpec, build_visible, episode_id
 from domains.ads import realism
 from domains.ads.realism import QUANTITIES, Measurement, Quantity, measure_all, to_markdown
 

@@ -34,10 +34,10 @@ from causaltrace import (
     raised_alert,
 )
 from causaltrace.apps.config_dir import config_dir
-from causaltrace.episodes import EpisodeSpec, build_episode, build_visible
-from causaltrace.generation import Job, acceptance_report, load_labels, run, verify_episode
-from causaltrace.storage import DatasetLayout
-from causaltrace.verify import VerifierConfig, verify, verify_alert
+from causaltrace.datasets.generation import Job, acceptance_report, load_labels, run, verify_episode
+from causaltrace.datasets.storage import DatasetLayout
+from causaltrace.episodes.sampling import EpisodeSpec, build_episode, build_visible
+from causaltrace.episodes.verify import VerifierConfig, verify, verify_alert
 from domains.example import ExampleDomain
 
 GATE_REASONS = {"no_alert", "alert_unexplained", "alert_without_cause"}
@@ -429,7 +429,7 @@ def test_prompt_names_the_raised_alert(domain):
 
 def test_lazy_open_computes_no_explanation(domain, monkeypatch):
     """``build_visible`` simulates no counterfactual, so it must not read the monitor on it."""
-    import causaltrace.episodes as episodes
+    import causaltrace.episodes.sampling as episodes
 
     def forbidden(*args, **kwargs):
         raise AssertionError("build_visible must not explain the alert")

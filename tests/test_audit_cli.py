@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from causaltrace.generation import Job, run
+from causaltrace.datasets.generation import Job, run
 
 PROG = "causaltrace-audit"
 

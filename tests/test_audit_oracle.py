@@ -16,8 +16,8 @@ from _audit_support import NoSignalExample, episode
 
 from causaltrace.audit import OracleSolver, posterior_margin
 from causaltrace.audit.data import AuditDataset
-from causaltrace.generation import Job, run
-from causaltrace.slices import parse_slice
+from causaltrace.datasets.generation import Job, run
+from causaltrace.model.slices import parse_slice
 
 N = 20
 

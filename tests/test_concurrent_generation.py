@@ -13,13 +13,13 @@ import pandas as pd
 import pytest
 
 from causaltrace import InterventionDraw, Slice, Window, load_domain
-from causaltrace.composition import assignments, second_causes, target_nodes
-from causaltrace.episodes import EpisodeSpec, build_episode, build_visible
+from causaltrace.datasets.generation import Job, find_spec, load_labels, run, verify_episode
+from causaltrace.datasets.storage import DatasetLayout
+from causaltrace.episodes.composition import assignments, second_causes, target_nodes
+from causaltrace.episodes.labels import OracleLabel
+from causaltrace.episodes.sampling import EpisodeSpec, build_episode, build_visible
+from causaltrace.episodes.verify import VerifierConfig, verify_concurrent
 from causaltrace.errors import CausalTraceError
-from causaltrace.generation import Job, find_spec, load_labels, run, verify_episode
-from causaltrace.labels import OracleLabel
-from causaltrace.storage import DatasetLayout
-from causaltrace.verify import VerifierConfig, verify_concurrent
 
 SENTENCE = "One or more root causes may be at work"
 

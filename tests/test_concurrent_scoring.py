@@ -11,7 +11,7 @@ import pytest
 from _scoring_data import example_space, synthetic_space
 
 from causaltrace.env.session import submit_tool
-from causaltrace.labels import ConcurrentCause, OracleLabel
+from causaltrace.episodes.labels import ConcurrentCause, OracleLabel
 from causaltrace.scoring import CompositeReward, parse_answer
 from causaltrace.scoring.answers import Answer, Candidate
 from causaltrace.scoring.hacks import (

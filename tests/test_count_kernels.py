@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from causaltrace import count_kernels
-from causaltrace import distributions as dist
+from causaltrace.model import count_kernels
+from causaltrace.model import distributions as dist
 
 pytestmark = pytest.mark.skipif(
     not count_kernels.AVAILABLE, reason="numba is not available (or CAUSALTRACE_NUMBA=0)"
@@ -97,7 +97,7 @@ def test_numba_can_be_switched_off():
     importing numba at all."""
     code = (
         "import sys, numpy as np\n"
-        "from causaltrace import count_kernels, distributions as d\n"
+        "from causaltrace.model import count_kernels, distributions as d\n"
         "u = np.random.default_rng(0).random(1000)\n"
         "k = d.binomial_icdf(np.full(1000, 30), np.full(1000, 0.2), u)\n"
         "print(count_kernels.AVAILABLE, 'numba' in sys.modules, k.sum())\n"

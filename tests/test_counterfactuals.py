@@ -31,7 +31,7 @@ from causaltrace import (
     parse_slice,
     simulate,
 )
-from causaltrace.noise import NoiseStreams
+from causaltrace.model.noise import NoiseStreams
 
 
 def _linear_scm() -> SCM:

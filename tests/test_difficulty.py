@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from causaltrace import DomainError, Ramp, Step, load_domain
-from causaltrace.difficulty import Difficulty, DifficultyError
-from causaltrace.generation import Job, load_labels, rebuild_episode, run
-from causaltrace.verify import VerifierConfig
+from causaltrace.datasets.generation import Job, load_labels, rebuild_episode, run
+from causaltrace.episodes.difficulty import Difficulty, DifficultyError
+from causaltrace.episodes.verify import VerifierConfig
 
 SEEDS = (0, 1, 2)
 
@@ -198,7 +198,7 @@ def test_the_ads_tier_configs_build(tier):
     from omegaconf import OmegaConf
 
     from causaltrace.apps.config_dir import config_dir
-    from causaltrace.generation import DatasetSettings
+    from causaltrace.datasets.generation import DatasetSettings
 
     raw = OmegaConf.to_container(OmegaConf.load(f"{config_dir()}/dataset/ads_{tier}.yaml"))
     settings = DatasetSettings.from_mapping(raw)

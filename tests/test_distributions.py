@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from causaltrace import count_kernels
-from causaltrace import distributions as dist
-from causaltrace.distributions import binomial_icdf, negbinom_icdf, poisson_icdf
+from causaltrace.model import count_kernels
+from causaltrace.model import distributions as dist
+from causaltrace.model.distributions import binomial_icdf, negbinom_icdf, poisson_icdf
 
 # Every test here runs on both paths: the numba kernels (where numba is available) and the
 # numpy exact path.

@@ -48,8 +48,8 @@ def test_example_domain_runs_the_whole_pipeline(tmp_path):
     import asyncio
 
     from causaltrace.agents import make_agent
+    from causaltrace.datasets.generation import Job, acceptance_report, run
     from causaltrace.env import DatasetSource, DiagnosisSession
-    from causaltrace.generation import Job, acceptance_report, run
     from causaltrace.tools import ToolConfig, ToolRuntime
 
     job = Job.from_config(

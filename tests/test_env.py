@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from causaltrace.datasets.generation import Job, run
 from causaltrace.env import DatasetSource, DiagnosisSession, EnvConfig
 from causaltrace.env.gym import DiagnosisEnv
-from causaltrace.generation import Job, run
 from causaltrace.tools import ToolConfig, ToolRuntime
 
 

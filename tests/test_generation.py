@@ -16,11 +16,11 @@ from omegaconf import OmegaConf
 
 from causaltrace import load_domain
 from causaltrace.apps.config_dir import config_dir
-from causaltrace.composition import assignments
+from causaltrace.datasets.generation import Job, open_episode, run
+from causaltrace.datasets.seeds import episode_seed_sequence, split_key
+from causaltrace.datasets.storage import DatasetLayout
+from causaltrace.episodes.composition import assignments
 from causaltrace.errors import CausalTraceError
-from causaltrace.generation import Job, open_episode, run
-from causaltrace.seeds import episode_seed_sequence, split_key
-from causaltrace.storage import DatasetLayout
 
 SMOKE = ["domain=ads_small", "dataset=ads_smoke", "progress=false"]
 
@@ -126,8 +126,8 @@ def test_frozen_split_loads_the_same_after_the_generator_changes(one_worker, mon
     def changed_generator(*args, **kwargs):
         raise AssertionError("opening a frozen episode must not run the generator")
 
-    monkeypatch.setattr("causaltrace.generation.build_episode", changed_generator)
-    monkeypatch.setattr("causaltrace.generation.build_visible", changed_generator)
+    monkeypatch.setattr("causaltrace.datasets.generation.build_episode", changed_generator)
+    monkeypatch.setattr("causaltrace.datasets.generation.build_visible", changed_generator)
     monkeypatch.setattr("domains.ads.domain.AdsDomain.render", changed_generator)
     assert dataset_files(open_episode(one_worker, "smoke-000005")) == before
 
@@ -268,8 +268,8 @@ def test_concurrent_lazy_opens_see_a_complete_episode(one_worker, tmp_path, monk
     another is still writing must get the complete file set, never a half-written directory:
     the rebuild is renamed into place whole. Here the second opener arrives after the first has
     written one file; both see every file, and no staging directory is left."""
-    import causaltrace.generation as generation
-    from causaltrace import storage
+    import causaltrace.datasets.generation as generation
+    from causaltrace.datasets import storage
 
     lazy = tmp_path / "lazy"
     generate_cli(lazy, "dataset.materialize=false")
@@ -298,7 +298,7 @@ def test_table_bytes_are_what_pandas_writes():
 
     import pandas as pd
 
-    from causaltrace.storage import table_bytes
+    from causaltrace.datasets.storage import table_bytes
 
     frame = pd.DataFrame(
         {

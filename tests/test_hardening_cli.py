@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
+from causaltrace.datasets.generation import Job, run
+from causaltrace.datasets.storage import read_jsonl
 from causaltrace.errors import CausalTraceError
-from causaltrace.generation import Job, run
-from causaltrace.storage import read_jsonl
 
 
 def json_load(path: Path):
@@ -132,7 +132,7 @@ def test_done_records_and_manifest_state_the_config_and_generator(finished):
 
 
 def test_a_changed_generator_refuses_to_resume(finished, tmp_path, monkeypatch):
-    from causaltrace.generation import DatasetMismatchError
+    from causaltrace.datasets.generation import DatasetMismatchError
 
     out = tmp_path / "ds"
     shutil.copytree(finished, out)
@@ -142,7 +142,7 @@ def test_a_changed_generator_refuses_to_resume(finished, tmp_path, monkeypatch):
     job = Job.from_config({"out_dir": str(out), **config})
     real = json_load(finished / "manifest.json")["generator"]
     monkeypatch.setattr(
-        "causaltrace.generation.generator_fingerprint",
+        "causaltrace.datasets.generation.generator_fingerprint",
         lambda name: {**real, "code_sha256": "0" * 64},
     )
     with pytest.raises(DatasetMismatchError, match=r"generator\.code_sha256: recorded"):
@@ -161,7 +161,7 @@ def test_a_damaged_done_record_is_named(finished, tmp_path):
 
 
 def test_json_errors_name_the_file_and_line(tmp_path):
-    from causaltrace.storage import DataFileError, json_load
+    from causaltrace.datasets.storage import DataFileError, json_load
 
     path = tmp_path / "x.jsonl"
     path.write_text('{"a": 1}\n{"b": \n')

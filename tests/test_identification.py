@@ -7,7 +7,7 @@ import warnings
 import pytest
 
 from causaltrace import SCM, Do, Exogenous, GraphError, Linear, Node, Normal, load_domain
-from causaltrace.identification import (
+from causaltrace.structure.identification import (
     Identification,
     backdoor_adjustment_sets,
     frontdoor_adjustment_sets,

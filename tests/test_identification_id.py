@@ -14,7 +14,7 @@ import networkx as nx
 import pytest
 
 from causaltrace import SCM, Exogenous, Linear, Node, Normal, load_domain
-from causaltrace.identification import (
+from causaltrace.structure.identification import (
     NotIdentifiable,
     backdoor_adjustment_sets,
     frontdoor_adjustment_sets,

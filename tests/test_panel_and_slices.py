@@ -3,7 +3,7 @@ import pandas as pd
 import pytest
 
 from causaltrace import Dimension, Panel, PanelError, Slice, SliceError, TimeAxis, parse_slice
-from causaltrace.slices import enumerate_slices
+from causaltrace.model.slices import enumerate_slices
 
 
 def test_cross_product_shape_and_order(small_panel):

@@ -22,7 +22,7 @@ from causaltrace import (
 )
 
 # The package exports the function ``simulate``, which shadows the module's name.
-simulate_module = importlib.import_module("causaltrace.simulate")
+simulate_module = importlib.import_module("causaltrace.model.simulate")
 
 
 def _reference_generator(seed: int, name: str) -> np.random.Generator:

@@ -18,9 +18,9 @@ import pytest
 
 from causaltrace import Do
 from causaltrace.cli import main
-from causaltrace.domain import load_domain
-from causaltrace.slices import Slice
-from causaltrace.structure_export import world_seeds
+from causaltrace.episodes.domain import load_domain
+from causaltrace.model.slices import Slice
+from causaltrace.structure.export import world_seeds
 
 SAMPLES = 30
 DO_ORDERS = "orders=5"
@@ -204,7 +204,7 @@ def test_bad_domain_through_the_real_command(tmp_path):
 
 
 def _pair(scm, spec: str, samples: int = 6, seed: int = 3):
-    from causaltrace.structure_export import parse_regime, regime_frame
+    from causaltrace.structure.export import parse_regime, regime_frame
 
     regime = parse_regime(spec, scm)
     seeds = world_seeds(seed, 0, samples)

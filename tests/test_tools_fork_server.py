@@ -201,7 +201,7 @@ def test_python_tool_tables_equal_read_parquet_on_default_ads_episodes(tmp_path,
     """Property, on the default ads configuration over three seeds: every table the Python
     tool holds (mapped from Arrow IPC) equals ``pd.read_parquet`` of the episode's file in
     dtypes, index and values, and is writable the way a read_parquet frame is."""
-    from causaltrace.generation import Job, run
+    from causaltrace.datasets.generation import Job, run
 
     run(
         Job.from_config(

@@ -155,12 +155,12 @@ PYTHON_ATTACKS = [
     ("import-domains", "from domains.example import ExampleDomain", ["No module named 'domains'"]),
     (
         "import-generator-from-repo",
-        "import sys; sys.path.insert(0, '{repo}'); import causaltrace.simulate",
+        "import sys; sys.path.insert(0, '{repo}'); import causaltrace.model.simulate",
         ["No module named 'causaltrace'"],
     ),
     (
         "read-generator-source",
-        "open('{repo}/causaltrace/simulate.py').read()",
+        "open('{repo}/causaltrace/model/simulate.py').read()",
         ["FileNotFoundError"],
     ),
     (

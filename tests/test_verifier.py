@@ -9,8 +9,8 @@ from scipy import stats
 from test_ads_domain import STRONG
 
 from causaltrace import Background, InterventionDraw, Scale, Slice, Window, load_domain
-from causaltrace.episodes import EpisodeSpec, build_episode
-from causaltrace.verify import VerifierConfig, scan_threshold, verify
+from causaltrace.episodes.sampling import EpisodeSpec, build_episode
+from causaltrace.episodes.verify import VerifierConfig, scan_threshold, verify
 
 
 @pytest.fixture(scope="module")

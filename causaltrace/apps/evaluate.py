@@ -32,15 +32,15 @@ from omegaconf import DictConfig, OmegaConf
 
 from causaltrace.apps.config_dir import config_dir
 from causaltrace.apps.errors import RunIncomplete, option, run_hydra_app, run_task
+from causaltrace.datasets.storage import json_load
 from causaltrace.errors import CausalTraceError
-from causaltrace.storage import json_load
 
 log = logging.getLogger(__name__)
 
 
 def ensure_dataset(plain: Mapping[str, Any]) -> Path:
     """The dataset directory, generated first if it has no manifest."""
-    from causaltrace.generation import Job, run
+    from causaltrace.datasets.generation import Job, run
 
     root = Path(str(plain["dataset_dir"]))
     manifest = root / "manifest.json"

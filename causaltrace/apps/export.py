@@ -38,10 +38,10 @@ from pathlib import Path
 from typing import Any
 
 from causaltrace.apps.errors import run_cli
+from causaltrace.datasets.storage import atomic_write_text, canonical_json, json_load
 from causaltrace.errors import CausalTraceError
 from causaltrace.eval.harness import RESULTS_FILE, RUN_FILE, TRANSCRIPT_DIR, read_results
 from causaltrace.eval.report import read_transcript
-from causaltrace.storage import atomic_write_text, canonical_json, json_load
 
 SUBMIT = "submit"
 

@@ -21,8 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from causaltrace.apps.config_dir import config_dir
 from causaltrace.apps.errors import option, run_hydra_app, run_task
-from causaltrace.errors import CausalTraceError
-from causaltrace.generation import (
+from causaltrace.datasets.generation import (
     Job,
     acceptance_report,
     check_existing,
@@ -30,7 +29,8 @@ from causaltrace.generation import (
     run,
     write_manifest,
 )
-from causaltrace.ray_executor import generate_with_ray
+from causaltrace.datasets.ray_executor import generate_with_ray
+from causaltrace.errors import CausalTraceError
 
 
 def generate(cfg: DictConfig) -> dict:

@@ -19,15 +19,15 @@ from collections.abc import Sequence
 import numpy as np
 
 from causaltrace.apps.errors import run_cli
-from causaltrace.errors import CausalTraceError
-from causaltrace.generation import (
+from causaltrace.datasets.generation import (
     dataset_domain,
     load_index,
     load_labels,
     open_episode,
     rebuild_episode,
 )
-from causaltrace.storage import PROMPT_FILE, DatasetLayout, read_episode_tables
+from causaltrace.datasets.storage import PROMPT_FILE, DatasetLayout, read_episode_tables
+from causaltrace.errors import CausalTraceError
 
 
 def plot_kpi(out_dir: str, episode: str, path: str) -> str:

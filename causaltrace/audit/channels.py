@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from causaltrace.domain import Domain
+from causaltrace.episodes.domain import Domain
 
 
 def _side(effects: Mapping[str, Mapping[str, float]], key: str) -> dict[str, float]:

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from causaltrace.audit.stats import wilson
-from causaltrace.domain import Domain
+from causaltrace.episodes.domain import Domain
 
 QUANTILE_BINS = 4
 MAX_LEVELS = 6  # a numeric knob with at most this many values is binned by value

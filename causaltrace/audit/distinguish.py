@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from causaltrace.scm import SCM
+from causaltrace.model.scm import SCM
 
 
 @dataclass(frozen=True)

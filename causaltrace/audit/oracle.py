@@ -3,7 +3,7 @@ model) and reads only an episode's visible tables.
 
 It is the yardstick of the audit: what an agent could reach if it knew everything about the
 model except the episode's hidden draw. Its likelihood is built on the domain's
-:class:`~causaltrace.verify.Evidence`, the signature statistics the verifier reads, so an
+:class:`~causaltrace.episodes.verify.Evidence`, the signature statistics the verifier reads, so an
 episode the verifier accepted is one the oracle can in principle solve.
 
 Scores (log-likelihood ratios against "no effect", under the Gaussian approximation the
@@ -20,7 +20,7 @@ statistics are built on: a statistic's ``z`` is N(0, 1) without an effect):
     the cells outside P, should show nothing: its ``z+^2 / 2`` is subtracted (the likelihood of
     the rest under "no effect there");
   * for each child C of S (one condition added, any dimension, as the verifier's
-    :func:`~causaltrace.verify.children`), the rest of the slice S \\ C, compared with the cells
+    :func:`~causaltrace.episodes.verify.children`), the rest of the slice S \\ C, compared with the cells
     outside S, should show S's effect: with ``e`` the effect measured on S and ``se`` the
     standard error of the rest, its expected z is ``e / se``; the shortfall
     ``max(e / se - z_rest, 0)^2 / 2`` of the child that contradicts S most is subtracted;
@@ -59,9 +59,9 @@ from typing import Any
 
 import numpy as np
 
-from causaltrace.domain import Domain
-from causaltrace.slices import Slice
-from causaltrace.verify import _candidates, children, scan_threshold
+from causaltrace.episodes.domain import Domain
+from causaltrace.episodes.verify import _candidates, children, scan_threshold
+from causaltrace.model.slices import Slice
 
 
 @dataclass(frozen=True)

@@ -24,9 +24,9 @@ from causaltrace.audit.oracle import OracleSolver, posterior_margin
 from causaltrace.audit.probes import ProbeResult, leakage_probe, shortcut_probe
 from causaltrace.audit.report import Report, heatmap, rate_table
 from causaltrace.audit.stats import fmt_rate
+from causaltrace.datasets.storage import atomic_write_text
 from causaltrace.errors import CausalTraceError
-from causaltrace.slices import parse_slice
-from causaltrace.storage import atomic_write_text
+from causaltrace.model.slices import parse_slice
 
 
 @dataclass(frozen=True)

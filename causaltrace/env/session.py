@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from causaltrace.datasets.storage import atomic_write_text
 from causaltrace.env.source import DatasetSource
-from causaltrace.storage import atomic_write_text
 
 SUBMITTED = "Submission received. The episode is over."
 

@@ -7,9 +7,9 @@ import os
 from functools import cached_property
 from pathlib import Path
 
+from causaltrace.datasets.generation import dataset_domain, load_index, load_labels, open_episode
+from causaltrace.episodes.labels import OracleLabel
 from causaltrace.errors import CausalTraceError
-from causaltrace.generation import dataset_domain, load_index, load_labels, open_episode
-from causaltrace.labels import OracleLabel
 
 
 class DatasetSource:

@@ -35,9 +35,9 @@ from typing import Any
 
 import numpy as np
 
+from causaltrace.datasets.storage import atomic_write_text, canonical_json, json_load, sha256_file
 from causaltrace.errors import CausalTraceError
 from causaltrace.eval.report import SUMMARY_METRICS
-from causaltrace.storage import atomic_write_text, canonical_json, json_load, sha256_file
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from causaltrace.storage import atomic_write_text
+from causaltrace.datasets.storage import atomic_write_text
 
 MAX_TOOL_CHARS = 8000
 OUTCOMES = (

@@ -16,7 +16,7 @@ checked against the engine's, and ``gcm``'s estimators against the truth.
   the mechanism itself and whose noise is the true Gaussian (``fit_noise=True``: a Gaussian whose
   parameters ``gcm.fit`` estimates from residuals, so ``distribution_change`` sees a shift).
 - Any other node whose mechanism can be inverted in its noise (``invert`` or ``noise_interval``,
-  as for :mod:`causaltrace.counterfactuals`) becomes a :class:`TrueMechanism`: noise drawn from
+  as for :mod:`causaltrace.model.counterfactuals`) becomes a :class:`TrueMechanism`: noise drawn from
   the node's noise spec, evaluation by the mechanism, noise estimation by abduction (a count's
   uniform is the midpoint of its interval, or a draw with ``count_noise="draw"``). Deterministic
   nodes are ``TrueMechanism``s with zero noise.
@@ -45,9 +45,9 @@ from dowhy.graph import get_ordered_predecessors
 from scipy import stats
 
 from causaltrace.errors import GraphError, NotInvertibleError
-from causaltrace.node import Linear
-from causaltrace.noise import NoNoise, Normal
-from causaltrace.panel import Dimension, Panel, TimeAxis
+from causaltrace.model.node import Linear
+from causaltrace.model.noise import NoNoise, Normal
+from causaltrace.model.panel import Dimension, Panel, TimeAxis
 
 TIME = "time"
 

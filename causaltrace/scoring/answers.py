@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from causaltrace.errors import CausalTraceError, SliceError
-from causaltrace.slices import parse_slice
+from causaltrace.model.slices import parse_slice
 
 NO_SIGNAL_GROUP = "no-signal"
 DEFAULT_GROUP = "default"

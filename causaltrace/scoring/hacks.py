@@ -32,7 +32,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from causaltrace.labels import OracleLabel
+from causaltrace.episodes.labels import OracleLabel
 from causaltrace.scoring.answers import Answer, AnswerSpace, Candidate
 from causaltrace.scoring.parsing import ParsedAnswer
 from causaltrace.scoring.rewards import CompositeReward
@@ -328,7 +328,7 @@ def floor_table(rows: Iterable[Mapping[str, Any]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    from causaltrace.domain import load_domain
+    from causaltrace.episodes.domain import load_domain
 
     parser = argparse.ArgumentParser(description="Score degenerate answers against fixed labels.")
     parser.add_argument("--domain", default="example")

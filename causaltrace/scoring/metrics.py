@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from causaltrace.labels import OracleLabel
+from causaltrace.episodes.labels import OracleLabel
 from causaltrace.scoring.answers import NO_SIGNAL_GROUP
 from causaltrace.scoring.parsing import ParsedAnswer
 from causaltrace.scoring.rewards import RewardResult

@@ -10,7 +10,7 @@ Contract of a reward function (see ``docs/rewards.md``)::
   an answer parsed, ``answer.answer`` is the validated :class:`~causaltrace.scoring.answers.Answer`
   (``None`` on a format error), ``answer.space`` the :class:`AnswerSpace` (slice coverage and
   Jaccard), ``answer.tool_calls`` and ``answer.turns`` the trajectory's counts.
-- ``label`` is the episode's :class:`~causaltrace.labels.OracleLabel`.
+- ``label`` is the episode's :class:`~causaltrace.episodes.labels.OracleLabel`.
 - Keyword-only parameters are set from configuration; the function must be pure and
   deterministic, must not raise on any parsed answer, and should return 0 on a format error.
 - Terms that reward success return values in ``[0, 1]``; penalties (``tool_call_cost``) return
@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from causaltrace.labels import OracleLabel
+from causaltrace.episodes.labels import OracleLabel
 from causaltrace.scoring.answers import AnswerSpace
 from causaltrace.scoring.parsing import ParsedAnswer, ParsePolicy, parse_answer
 

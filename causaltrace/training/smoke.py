@@ -38,7 +38,7 @@ def small_split(
 ) -> Path:
     """A verified split of ``n`` episodes of the small ads preset (``sliced`` of them sliced,
     default half; one 2-D), in a few seconds: the smoke's data, and the trainer tests'."""
-    from causaltrace.generation import Job, run
+    from causaltrace.datasets.generation import Job, run
 
     sliced = n // 2 if sliced is None else sliced
     job = Job.from_config(

@@ -40,7 +40,7 @@ class CauseSpec:
     # The median detection SNR of the cause's accepted episodes under the default account and
     # prior (the verifier's signature statistic on the visible tables): the unit of a difficulty
     # tier's SNR band. Measured on data/ads_test (235 episodes) with
-    # `python -m causaltrace.difficulty data/ads_test`; None for the no-signal cause.
+    # `python -m causaltrace.episodes.difficulty data/ads_test`; None for the no-signal cause.
     typical_snr: float | None = None
 
 

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from causaltrace import Panel
-from causaltrace.verify import Statistic
+from causaltrace.episodes.verify import Statistic
 from domains.ads.render import LEAF_DIMS, SITE_DIMS
 
 LAG_DAYS = 3

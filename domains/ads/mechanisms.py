@@ -14,7 +14,7 @@ import numpy as np
 from scipy.signal import lfilter
 
 from causaltrace import Panel
-from causaltrace.distributions import binomial_icdf, negbinom_icdf, normal_icdf
+from causaltrace.model.distributions import binomial_icdf, negbinom_icdf, normal_icdf
 
 # Grouping keys used across mechanisms.
 AD_GROUP = ("campaign", "placement", "device", "browser_os", "geo", "audience")  # all but creative

@@ -902,8 +902,8 @@ def dataset_episodes(
     root: str, n: int | None, cache_dir: str | None = None
 ) -> tuple[list[Tables], tuple[str, ...] | None]:
     """The tables of the first ``n`` episodes of a dataset directory, and its holidays."""
+    from causaltrace.datasets.storage import read_episode_tables
     from causaltrace.env import DatasetSource
-    from causaltrace.storage import read_episode_tables
 
     source = DatasetSource(root, cache_dir)
     ids = source.episode_ids if n is None else source.episode_ids[:n]
@@ -925,7 +925,7 @@ def generated_episodes(
     domain's causes; only the agent-visible tables are built (the same bytes as
     ``build_episode(...).tables``)."""
     from causaltrace import load_domain
-    from causaltrace.episodes import EpisodeSpec, build_visible, episode_id
+    from causaltrace.episodes.sampling import EpisodeSpec, build_visible, episode_id
 
     domain = load_domain("ads") if domain is None else domain
     causes = list(domain.scm.intervention_points)

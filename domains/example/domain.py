@@ -90,7 +90,7 @@ class ExampleDomain(Domain):
                 InterventionPrior(strength=(0.15, 0.4), onset=onset, profiles=profiles),
                 "fewer people arrive, on every channel and region",
                 # typical_snr: the median detection SNR of accepted episodes at the default
-                # prior (`python -m causaltrace.difficulty DATASET`), the unit of SNR bands.
+                # prior (`python -m causaltrace.episodes.difficulty DATASET`), the unit of SNR bands.
                 {"group": "site-wide", "typical_snr": 7.0},
             ),
             InterventionPoint(

@@ -8,7 +8,7 @@ import numpy as np
 from scipy import special
 
 from causaltrace import Panel
-from causaltrace.distributions import (
+from causaltrace.model.distributions import (
     binomial_cdf,
     binomial_icdf,
     count_interval,

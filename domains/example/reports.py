@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from causaltrace import AlertReading, CausalTraceError, Panel, World
-from causaltrace.verify import Statistic
+from causaltrace.episodes.verify import Statistic
 
 DIMS = ("channel", "region")
 

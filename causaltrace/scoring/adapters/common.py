@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from causaltrace.labels import OracleLabel
+from causaltrace.episodes.labels import OracleLabel
 from causaltrace.scoring.answers import AnswerSpace
 from causaltrace.scoring.rewards import CompositeReward
 
@@ -101,7 +101,7 @@ def dataset_records(source: Any, episodes: Sequence[str] | None = None) -> list[
         from causaltrace.env.source import DatasetSource
 
         source = DatasetSource(source)
-    from causaltrace.storage import json_load
+    from causaltrace.datasets.storage import json_load
 
     manifest = json_load(source.root / "manifest.json")
     meta = {k: manifest[k] for k in ("name", "split") if isinstance(manifest.get(k), (str, int))}

@@ -48,7 +48,7 @@ class Uniform:
     """Standard uniform noise on [0, 1); ``components > 1`` adds a leading axis.
 
     Uniforms are the noise of count variables: a mechanism turns them into counts by the inverse
-    CDF (see :mod:`causaltrace.distributions`), so that the counterfactual world, which shares the
+    CDF (see :mod:`causaltrace.model.distributions`), so that the counterfactual world, which shares the
     uniforms, differs from the factual one only where the cause moved the count's parameters.
     """
 

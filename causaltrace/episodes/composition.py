@@ -13,7 +13,7 @@ Either kind may ask for **concurrent** episodes, with two simultaneous root caus
 ``quotas``; a value below 1 is a share, a whole number >= 1 a count, for either kind). That many episodes whose first
 cause is a signal cause are picked, and each gets a second cause: a signal cause other than the
 first whose interventions target none of the SCM nodes the first one's do (a different
-mechanism). Both picks come from :func:`~causaltrace.seeds.concurrent_schedule_rng`, a stream
+mechanism). Both picks come from :func:`~causaltrace.datasets.seeds.concurrent_schedule_rng`, a stream
 of their own, so the first causes (and every single-cause episode) are the same as without
 ``concurrent``. The second cause's slice order is left to its prior.
 """
@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from causaltrace.datasets.seeds import concurrent_schedule_rng, schedule_rng
 from causaltrace.errors import CausalTraceError
-from causaltrace.seeds import concurrent_schedule_rng, schedule_rng
 
 
 @dataclass(frozen=True)

@@ -36,13 +36,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from causaltrace.composition import allows_concurrent, assignments
-from causaltrace.difficulty import Difficulty
-from causaltrace.domain import Domain, domain_has_monitor, load_domain
-from causaltrace.episodes import Episode, EpisodeSpec, build_episode, build_visible, episode_id
-from causaltrace.errors import CausalTraceError
-from causaltrace.labels import OracleLabel
-from causaltrace.storage import (
+from causaltrace.datasets.storage import (
     DatasetLayout,
     atomic_write_text,
     canonical_json,
@@ -53,7 +47,25 @@ from causaltrace.storage import (
     sha256_file,
     write_episode_dir,
 )
-from causaltrace.verify import Verdict, VerifierConfig, verify, verify_alert, verify_concurrent
+from causaltrace.episodes.composition import allows_concurrent, assignments
+from causaltrace.episodes.difficulty import Difficulty
+from causaltrace.episodes.domain import Domain, domain_has_monitor, load_domain
+from causaltrace.episodes.labels import OracleLabel
+from causaltrace.episodes.sampling import (
+    Episode,
+    EpisodeSpec,
+    build_episode,
+    build_visible,
+    episode_id,
+)
+from causaltrace.episodes.verify import (
+    Verdict,
+    VerifierConfig,
+    verify,
+    verify_alert,
+    verify_concurrent,
+)
+from causaltrace.errors import CausalTraceError
 
 FORMAT = "causaltrace-dataset/1"
 # Parts of the causaltrace package that take no part in generating a dataset: editing them
@@ -81,7 +93,7 @@ def _source_hash(digest, root: Path, skip: frozenset[str] = frozenset()) -> None
 def _domain_module(name: str) -> str:
     from importlib.metadata import entry_points
 
-    from causaltrace.domain import ENTRY_POINT_GROUP
+    from causaltrace.episodes.domain import ENTRY_POINT_GROUP
 
     registered = {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
     if name in registered:
@@ -132,7 +144,7 @@ class DatasetSettings:
     materialize: bool = True
     shard_size: int = 16
     max_attempts: int = 40
-    # A difficulty tier (causaltrace/difficulty.py): moved into the domain's config by Job, so
+    # A difficulty tier (causaltrace/episodes/difficulty.py): moved into the domain's config by Job, so
     # that every rebuild of an episode from the manifest sees the same priors.
     difficulty: Mapping[str, Any] | None = None
 
@@ -261,7 +273,7 @@ def verify_episode(domain: Domain, episode: Episode, verifier: VerifierConfig) -
     not make, is unusable whatever they find). An accepted verdict carries both stages' stats.
 
     A concurrent episode (``episode.also``) passes the gate for its causes together, then
-    :func:`~causaltrace.verify.verify_concurrent`: every cause must be detectable and
+    :func:`~causaltrace.episodes.verify.verify_concurrent`: every cause must be detectable and
     identifiable on its own slice (a further cause with ``verifier`` without its band, banded
     by the domain's difficulty for that cause's typical SNR).
     """

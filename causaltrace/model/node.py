@@ -10,7 +10,7 @@ may work along time (lags, cumulative sums) and across cells (shares, budget rea
 ``panel.group_sum``). Parent arrays are read-only: factual and counterfactual worlds share them.
 
 A mechanism whose noise can be recovered from an observation says how, for
-:mod:`causaltrace.counterfactuals`: ``invert(parents, value, panel) -> noise`` when the noise is a
+:mod:`causaltrace.model.counterfactuals`: ``invert(parents, value, panel) -> noise`` when the noise is a
 function of the value (additive, multiplicative, any monotone map), or
 ``noise_interval(parents, value, panel) -> (lower, upper)`` for a count drawn by inverse CDF from
 a uniform, which the observed count confines to ``(lower, upper]``.
@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 
 from causaltrace.errors import GraphError
-from causaltrace.noise import NoiseSpec, NoNoise
-from causaltrace.panel import Panel
+from causaltrace.model.noise import NoiseSpec, NoNoise
+from causaltrace.model.panel import Panel
 
 Mechanism = Callable[[Mapping[str, np.ndarray], "np.ndarray | None", Panel], np.ndarray]
 

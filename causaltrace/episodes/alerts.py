@@ -2,12 +2,12 @@
 raised move the hidden cause explains.
 
 Every episode's prompt says a monitoring rule fired. A domain with a monitor (the
-:meth:`~causaltrace.domain.Domain.alert_readings` and
-:meth:`~causaltrace.domain.Domain.monitor_tables` hooks) reports every ``(kpi, scope)`` reading
+:meth:`~causaltrace.episodes.domain.Domain.alert_readings` and
+:meth:`~causaltrace.episodes.domain.Domain.monitor_tables` hooks) reports every ``(kpi, scope)`` reading
 of that rule as an :class:`AlertReading`; the engine reads the same rule on the factual tables
 and on the counterfactual world's, so it can tell how much of the alerted move the cause made
 (:func:`explain_alert`). The verifier uses that to reject episodes whose alert the cause does
-not explain (``causaltrace.generation.verify_episode``).
+not explain (``causaltrace.datasets.generation.verify_episode``).
 """
 
 from __future__ import annotations

@@ -16,18 +16,18 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from causaltrace.alerts import AlertReading
-from causaltrace.difficulty import Difficulty, apply_difficulty
+from causaltrace.episodes.alerts import AlertReading
+from causaltrace.episodes.difficulty import Difficulty, apply_difficulty
 from causaltrace.errors import CausalTraceError
-from causaltrace.intervention_points import InterventionDraw
-from causaltrace.interventions import Intervention
-from causaltrace.scm import SCM
-from causaltrace.simulate import World
+from causaltrace.model.intervention_points import InterventionDraw
+from causaltrace.model.interventions import Intervention
+from causaltrace.model.scm import SCM
+from causaltrace.model.simulate import World
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from causaltrace.verify import Evidence
+    from causaltrace.episodes.verify import Evidence
 
 ENTRY_POINT_GROUP = "causaltrace.domains"
 
@@ -65,7 +65,7 @@ class Domain(ABC):
 
     name: ClassVar[str] = ""
     # The domain's config keys that a difficulty tier may set (``difficulty.domain``), each with
-    # what it dials; see causaltrace/difficulty.py.
+    # what it dials; see causaltrace/episodes/difficulty.py.
     difficulty_knobs: ClassVar[Mapping[str, str]] = {}
 
     def __init__(self, config: Mapping[str, Any] | None = None):
@@ -151,7 +151,7 @@ class Domain(ABC):
 
     def alert_readings(self, tables: Mapping[str, pd.DataFrame]) -> Sequence[AlertReading]:
         """Every ``(kpi, scope)`` reading of the domain's monitoring rule on ``tables``, in a
-        fixed order (the first wins ties in :func:`~causaltrace.alerts.raised_alert`).
+        fixed order (the first wins ties in :func:`~causaltrace.episodes.alerts.raised_alert`).
 
         The prompt should name ``raised_alert(self.alert_readings(tables))``. With this hook and
         :meth:`monitor_tables` the engine reads the same rule on the counterfactual world and

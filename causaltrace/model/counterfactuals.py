@@ -1,12 +1,12 @@
 """Counterfactuals from observations: abduction, action, prediction (Pearl's three steps).
 
-:func:`~causaltrace.simulate.simulate` makes counterfactual pairs from noise it draws. Here the
+:func:`~causaltrace.model.simulate.simulate` makes counterfactual pairs from noise it draws. Here the
 world without interventions is *given* (every node's values on the panel), and the noise that
 produced it is recovered from it:
 
 - a node whose mechanism has ``invert(parents, value, panel)`` gets that noise exactly (built in:
-  :class:`~causaltrace.node.Linear`, additive, ``value - f(parents)``;
-  :class:`~causaltrace.node.Exogenous`, the value itself; a domain may add multiplicative or any
+  :class:`~causaltrace.model.node.Linear`, additive, ``value - f(parents)``;
+  :class:`~causaltrace.model.node.Exogenous`, the value itself; a domain may add multiplicative or any
   monotone map);
 - a count drawn by inverse CDF from a uniform (its mechanism has ``noise_interval(parents, value,
   panel) -> (lower, upper)``) only confines its uniform to ``(F(x - 1), F(x)]``, with ``F`` the
@@ -17,7 +17,7 @@ produced it is recovered from it:
   uniform given the observation), and without ``rng`` an :class:`AbductionError` says how many
   cells are not pinned down.
 
-The abducted noise then feeds the same loop as ``simulate`` (:func:`causaltrace.simulate.
+The abducted noise then feeds the same loop as ``simulate`` (:func:`causaltrace.model.simulate.
 propagate`): the interventions wrap their nodes' mechanisms, nodes that do not descend from an
 intervened node keep their observed arrays, and descendants are recomputed with their own
 abducted noise. Only those descendants need invertible mechanisms; any other node may be
@@ -31,9 +31,9 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 
 from causaltrace.errors import AbductionError, NotInvertibleError
-from causaltrace.interventions import Intervention
-from causaltrace.noise import NoNoise
-from causaltrace.simulate import _describe, _evaluate, _intervened, propagate
+from causaltrace.model.interventions import Intervention
+from causaltrace.model.noise import NoNoise
+from causaltrace.model.simulate import _describe, _evaluate, _intervened, propagate
 
 
 def counterfactual_from_observations(

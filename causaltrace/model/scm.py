@@ -16,13 +16,13 @@ import networkx as nx
 import numpy as np
 
 from causaltrace.errors import CycleError, GraphError, InterventionError
-from causaltrace.intervention_points import InterventionDraw, InterventionPoint
-from causaltrace.interventions import Do, Intervention, Replace, intervene_node
-from causaltrace.node import Constant, Exogenous, Linear, Node
-from causaltrace.panel import Panel
+from causaltrace.model.intervention_points import InterventionDraw, InterventionPoint
+from causaltrace.model.interventions import Do, Intervention, Replace, intervene_node
+from causaltrace.model.node import Constant, Exogenous, Linear, Node
+from causaltrace.model.panel import Panel
 
 if TYPE_CHECKING:  # pragma: no cover
-    from causaltrace.simulate import World, Worlds
+    from causaltrace.model.simulate import World, Worlds
 
 GraphMode = Literal["whole-panel", "none"]
 
@@ -82,7 +82,7 @@ class SCM:
         self.intervention_points: Mapping[str, InterventionPoint] = points
         self._applied: tuple[Intervention, ...] = ()  # set by intervene()
         if validate_mechanisms:
-            from causaltrace.simulate import sample
+            from causaltrace.model.simulate import sample
 
             sample(self, seed=0)  # raises MechanismError naming the node on a bad output
 
@@ -325,7 +325,7 @@ class SCM:
     # -- simulation -------------------------------------------------------------------------
     def sample(self, seed: int | np.random.SeedSequence) -> World:
         """The observational world for ``seed``."""
-        from causaltrace.simulate import sample
+        from causaltrace.model.simulate import sample
 
         return sample(self, seed)
 
@@ -337,7 +337,7 @@ class SCM:
         counterfactual: bool = True,
     ) -> Worlds:
         """Factual world under ``interventions`` and its counterfactual without them."""
-        from causaltrace.simulate import simulate
+        from causaltrace.model.simulate import simulate
 
         return simulate(self, interventions, seed=seed, counterfactual=counterfactual)
 
@@ -413,8 +413,8 @@ def _hard_cuts(applied: Sequence[Intervention], panel: Panel) -> dict[str, froze
 
 
 def _probe_coordinates(scm: SCM) -> dict[str, tuple[str, ...]]:
-    from causaltrace.noise import NoiseStreams, NoNoise
-    from causaltrace.simulate import sample
+    from causaltrace.model.noise import NoiseStreams, NoNoise
+    from causaltrace.model.simulate import sample
 
     world = sample(scm, seed=0)
     streams = NoiseStreams(0)

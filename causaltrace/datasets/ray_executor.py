@@ -17,7 +17,7 @@ from causaltrace.errors import CausalTraceError
 
 
 def _worker(config: Mapping[str, Any], worker_index: int, num_workers: int) -> dict:
-    from causaltrace.generation import Job, run
+    from causaltrace.datasets.generation import Job, run
 
     return run(Job.from_config(config), worker_index, num_workers, show_progress=False)
 

@@ -6,7 +6,7 @@ cause ``c``, slice ``S`` and onset ``t0``:
 
 1. detectable: c's signature statistic on S has SNR >= ``snr`` (effect over the episode's own
    day-to-day noise, estimated before the onset), and inside ``snr_band`` where a difficulty
-   tier sets one (see causaltrace/difficulty.py);
+   tier sets one (see causaltrace/episodes/difficulty.py);
 2. identifiable: for every parent P of S (one condition dropped) the rest of the parent, P \\ S,
    shows no such effect (SNR < ``snr``), and for every child C of S (one condition added) the
    rest of the slice, S \\ C, shows it too (SNR >= ``child_snr``). If S \\ C does not, C explains
@@ -44,10 +44,10 @@ from typing import Protocol
 import numpy as np
 from scipy import special
 
-from causaltrace.alerts import AlertExplanation
-from causaltrace.intervention_points import InterventionDraw, candidate_slices
-from causaltrace.panel import Panel
-from causaltrace.slices import Slice
+from causaltrace.episodes.alerts import AlertExplanation
+from causaltrace.model.intervention_points import InterventionDraw, candidate_slices
+from causaltrace.model.panel import Panel
+from causaltrace.model.slices import Slice
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,7 @@ class VerifierConfig:
     check_confusers: bool = True
     explained_share: float = 0.5  # share of the alerted move a signal cause must have made
     check_alert: bool = True  # the explained-alert gate (domains with a monitor only)
-    # A difficulty tier's band [low, high) of the detection SNR (causaltrace.difficulty; high
+    # A difficulty tier's band [low, high) of the detection SNR (causaltrace.episodes.difficulty; high
     # None: unbounded). It bounds only the detection statistic: the identifiability checks keep
     # ``snr`` (a strong tier must not demand that every sub-slice be strong too).
     snr_band: tuple[float, float | None] | None = None

@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 
 from causaltrace.errors import InterventionError
-from causaltrace.interventions import Intervention
-from causaltrace.panel import Panel
-from causaltrace.profiles import Profile, Step, Window, profile_name
-from causaltrace.slices import Slice, enumerate_slices
+from causaltrace.model.interventions import Intervention
+from causaltrace.model.panel import Panel
+from causaltrace.model.profiles import Profile, Step, Window, profile_name
+from causaltrace.model.slices import Slice, enumerate_slices
 
 
 @dataclass(frozen=True)

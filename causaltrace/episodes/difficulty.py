@@ -38,13 +38,13 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
+from causaltrace.datasets.storage import plain_data
 from causaltrace.errors import CausalTraceError
-from causaltrace.intervention_points import InterventionDraw, InterventionPrior
-from causaltrace.profiles import Ramp, Step, profile_name
-from causaltrace.storage import plain_data
+from causaltrace.model.intervention_points import InterventionDraw, InterventionPrior
+from causaltrace.model.profiles import Ramp, Step, profile_name
 
 if TYPE_CHECKING:  # pragma: no cover (verify imports scipy; importing causaltrace must not)
-    from causaltrace.verify import VerifierConfig
+    from causaltrace.episodes.verify import VerifierConfig
 
 PROFILES = ("prior", "step", "ramp")
 
@@ -200,7 +200,7 @@ def apply_difficulty(scm, difficulty: Difficulty, no_signal: frozenset[str] = fr
     keep theirs: there is nothing to dial). The SCM itself is returned when nothing changes."""
     if difficulty.is_default:
         return scm
-    from causaltrace.scm import SCM
+    from causaltrace.model.scm import SCM
 
     points = []
     for name, point in scm.intervention_points.items():
@@ -242,13 +242,13 @@ def typical_snrs(out_dir) -> dict[str, float]:
     return {cause: round(statistics.median(v), 1) for cause, v in sorted(by_cause.items())}
 
 
-if __name__ == "__main__":  # python -m causaltrace.difficulty DATASET_DIR
+if __name__ == "__main__":  # python -m causaltrace.episodes.difficulty DATASET_DIR
     import json
     import sys
 
     if len(sys.argv) != 2:
-        sys.exit("usage: python -m causaltrace.difficulty DATASET_DIR")
+        sys.exit("usage: python -m causaltrace.episodes.difficulty DATASET_DIR")
     try:
         print(json.dumps(typical_snrs(sys.argv[1]), indent=1))
     except DifficultyError as exc:
-        sys.exit(f"causaltrace.difficulty: error: {exc}")
+        sys.exit(f"causaltrace.episodes.difficulty: error: {exc}")

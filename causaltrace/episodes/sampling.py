@@ -6,7 +6,7 @@ concurrent episode's further causes). It determines the label, so it is stored w
 never with what the agent sees.
 
 A concurrent episode (``spec.also``) draws each further cause's slice, strength, onset and
-profile from its own stream (:func:`causaltrace.seeds.concurrent_stream`) and applies every
+profile from its own stream (:func:`causaltrace.datasets.seeds.concurrent_stream`) and applies every
 cause's interventions in the factual world; the counterfactual has none of them. A single-cause
 episode draws nothing from that stream, so its bytes are what they were before concurrent
 episodes existed.
@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from causaltrace.alerts import AlertExplanation, explain_alert
-from causaltrace.difficulty import draw_record
-from causaltrace.domain import Background, Domain, domain_has_monitor
-from causaltrace.intervention_points import InterventionDraw
-from causaltrace.labels import ConcurrentCause, KpiEffect, OracleLabel
-from causaltrace.seeds import concurrent_stream, episode_streams
-from causaltrace.simulate import Worlds
+from causaltrace.datasets.seeds import concurrent_stream, episode_streams
+from causaltrace.episodes.alerts import AlertExplanation, explain_alert
+from causaltrace.episodes.difficulty import draw_record
+from causaltrace.episodes.domain import Background, Domain, domain_has_monitor
+from causaltrace.episodes.labels import ConcurrentCause, KpiEffect, OracleLabel
+from causaltrace.model.intervention_points import InterventionDraw
+from causaltrace.model.simulate import Worlds
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -204,7 +204,7 @@ def make_label(
     """The oracle label: cause, group, slice, onset, strength and counterfactual KPI effects;
     ``extra["alert"]`` records how much of the alert the cause explains (None without one) and
     ``extra["difficulty"]`` the domain's difficulty knobs and where the draw fell (generation
-    adds what the verifier and the oracle measured, :func:`causaltrace.generation.accept_episode`).
+    adds what the verifier and the oracle measured, :func:`causaltrace.datasets.generation.accept_episode`).
     A concurrent episode's further causes are the label's ``also``; every effect is then the
     causes' together (factual with all of them against the counterfactual with none)."""
     panel = domain.scm.panel

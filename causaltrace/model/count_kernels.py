@@ -1,4 +1,4 @@
-"""Compiled per-element loops for the count quantiles of :mod:`causaltrace.distributions`.
+"""Compiled per-element loops for the count quantiles of :mod:`causaltrace.model.distributions`.
 
 Inverting a count CDF is a short sequential search per element (add one PMF term, compare with
 ``u``, stop). In numpy every step is a pass over the still-unsettled elements with boolean
@@ -17,7 +17,7 @@ One kernel per distribution settles what it can of each element and marks the re
   log-concave), and terms are added until ``u`` is clearly on one side. A negative binomial with
   an integer shape uses the narrow binomial tail that equals its CDF, whatever its spread.
 
-``todo`` elements take the exact path of :mod:`causaltrace.distributions`: the incomplete beta
+``todo`` elements take the exact path of :mod:`causaltrace.model.distributions`: the incomplete beta
 (or gamma) at the guess, then ``walk``, which repeats the numpy reference's operations element by
 element, then a galloping search for the far tails.
 
@@ -29,7 +29,7 @@ answer the exact path gives; ``tests/test_count_kernels.py`` checks this on fixe
 include ``u`` within 1e-14 of 0 and 1, and checks both against scipy's ``ppf``.
 
 ``AVAILABLE`` is False when numba cannot be imported (a platform without wheels) or when the
-environment sets ``CAUSALTRACE_NUMBA=0``; :mod:`causaltrace.distributions` then takes the exact
+environment sets ``CAUSALTRACE_NUMBA=0``; :mod:`causaltrace.model.distributions` then takes the exact
 path for everything, which gives the same quantiles (three to ten times slower on a panel).
 """
 
@@ -121,7 +121,7 @@ def _sum_from_zero(kind, log_f0, u, a, b, top):  # pragma: no cover - compiled
 @njit(cache=True, nogil=True)
 def walk(kind, k, c, f, u, a, b, top, walk_steps, settled):  # pragma: no cover - compiled
     """In place: move ``k`` from the guess to the smallest k' with cdf(k') >= u (see
-    :func:`causaltrace.distributions._walk`, whose operations this repeats element by element).
+    :func:`causaltrace.model.distributions._walk`, whose operations this repeats element by element).
     ``settled[i]`` is False where ``walk_steps`` steps did not reach the answer."""
     for i in range(k.size):
         ki, ci, fi, ui, ai, bi, ti = k[i], c[i], f[i], u[i], a[i], b[i], top[i]

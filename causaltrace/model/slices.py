@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from causaltrace.errors import SliceError
-from causaltrace.panel import Panel
+from causaltrace.model.panel import Panel
 
 WHOLE_PANEL_TEXT = ""
 

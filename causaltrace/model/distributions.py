@@ -9,7 +9,7 @@ counterfactuals of discrete variables).
 scipy's ``ppf`` methods are exact but cost about 1 microsecond per element. Here every answer is
 the exact quantile, the smallest ``k`` with ``cdf(k) >= u``, found in two stages:
 
-- the compiled kernels of :mod:`causaltrace.count_kernels` (numba) settle most elements in one
+- the compiled kernels of :mod:`causaltrace.model.count_kernels` (numba) settle most elements in one
   pass, by sums from zero for small means and bracketed tail sums for moderate spreads,
   accepting an answer only where it is clear of rounding;
 - the exact path takes the rest (all elements without numba): a Cornish-Fisher guess
@@ -179,7 +179,7 @@ def _walk(
     and one PMF evaluation each step costs a multiplication. Returns the quantiles and a mask
     of the elements settled within ``_WALK_STEPS`` steps (the others need a search).
 
-    Runs the compiled loop of :mod:`causaltrace.count_kernels` when numba is available, else
+    Runs the compiled loop of :mod:`causaltrace.model.count_kernels` when numba is available, else
     the numpy reference below; both perform the same operations and return the same numbers."""
     kernels = _kernels()
     if kernels is not None:
@@ -228,7 +228,7 @@ def _kernels() -> Any:
     compilation cost about a second, which ``import causaltrace`` should not pay), or None."""
     global _KERNELS
     if _KERNELS is False:
-        from causaltrace import count_kernels
+        from causaltrace.model import count_kernels
 
         _KERNELS = count_kernels if count_kernels.AVAILABLE else None
     return _KERNELS

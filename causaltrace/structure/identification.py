@@ -5,7 +5,7 @@ pgmpy's ``CausalInference`` enumerates back-door and front-door adjustment sets 
 *observed* nodes of ``scm.to_pgmpy()`` (whose ``latents`` are the SCM's unobserved nodes), so a
 latent confounder is never offered as an adjustment variable. pgmpy is imported only here, when
 a function is called. The graph is the SCM's default view: on an intervened SCM, the mutilated
-graph (see :meth:`causaltrace.scm.SCM.graph_view`).
+graph (see :meth:`causaltrace.model.scm.SCM.graph_view`).
 
 Back-door and front-door are sufficient criteria, not complete ones, so when neither applies
 :func:`identify_effect` runs the ID algorithm on the latent projection of the graph onto its
@@ -36,7 +36,7 @@ import networkx as nx
 from causaltrace.errors import GraphError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from causaltrace.scm import SCM
+    from causaltrace.model.scm import SCM
 
 EstimandKind = Literal["backdoor", "frontdoor", "id", "no_effect", "unidentified"]
 

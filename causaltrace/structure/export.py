@@ -32,11 +32,16 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 
+from causaltrace.datasets.storage import (
+    atomic_write_bytes,
+    atomic_write_text,
+    canonical_json,
+    table_bytes,
+)
 from causaltrace.errors import CausalTraceError
-from causaltrace.interventions import Do, Intervention, Scale, Shift
-from causaltrace.scm import SCM
-from causaltrace.slices import WHOLE_PANEL, Slice, parse_slice
-from causaltrace.storage import atomic_write_bytes, atomic_write_text, canonical_json, table_bytes
+from causaltrace.model.interventions import Do, Intervention, Scale, Shift
+from causaltrace.model.scm import SCM
+from causaltrace.model.slices import WHOLE_PANEL, Slice, parse_slice
 
 OBSERVATIONAL_FILE = "observational.parquet"
 INTERVENTIONAL_DIR = "interventional"
@@ -450,7 +455,7 @@ def export_structure(
     User errors (unknown domain or node, malformed ``do``, bad counts) raise
     :class:`~causaltrace.errors.CausalTraceError` naming the culprit before anything is written.
     """
-    from causaltrace.domain import load_domain
+    from causaltrace.episodes.domain import load_domain
 
     if samples < 1:
         raise CausalTraceError(f"--samples must be >= 1, got {samples}")

@@ -1,7 +1,7 @@
 """Simulation of factual and counterfactual worlds that share every exogenous draw.
 
 Nodes are evaluated in topological order. Each node's noise is drawn once from its own stream
-(:class:`~causaltrace.noise.NoiseStreams`) and fed to both worlds. Nodes that do not descend from
+(:class:`~causaltrace.model.noise.NoiseStreams`) and fed to both worlds. Nodes that do not descend from
 an intervened node are computed once and shared by the two worlds, so factual equals
 counterfactual there by construction (the same array, not a recomputation).
 """
@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from causaltrace.errors import MechanismError, NoCounterfactualError
-from causaltrace.interventions import Intervention
-from causaltrace.noise import NoiseStreams, NoNoise
-from causaltrace.panel import Panel
+from causaltrace.model.interventions import Intervention
+from causaltrace.model.noise import NoiseStreams, NoNoise
+from causaltrace.model.panel import Panel
 
 
 @dataclass(frozen=True)
@@ -137,7 +137,7 @@ def propagate(
     """The intervened world and the world without interventions, node by node in ``order``.
 
     The one loop behind :func:`simulate` and
-    :func:`causaltrace.counterfactuals.counterfactual_from_observations`, so that a counterfactual
+    :func:`causaltrace.model.counterfactuals.counterfactual_from_observations`, so that a counterfactual
     from drawn noise and one from abducted noise are computed the same way. ``noise_of(name,
     node, intervened_so_far)`` gives a node's exogenous noise (drawn, or abducted from an
     observation). Nodes outside ``affected`` (not descended from an intervened node) are computed

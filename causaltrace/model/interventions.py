@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from causaltrace.node import Mechanism, Node
-from causaltrace.panel import Panel
-from causaltrace.profiles import Window
-from causaltrace.slices import WHOLE_PANEL, Slice
+from causaltrace.model.node import Mechanism, Node
+from causaltrace.model.panel import Panel
+from causaltrace.model.profiles import Window
+from causaltrace.model.slices import WHOLE_PANEL, Slice
 
 
 @dataclass(frozen=True)
