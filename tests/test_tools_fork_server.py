@@ -241,3 +241,33 @@ def test_python_tool_tables_equal_read_parquet_on_default_ads_episodes(tmp_path,
             list(df.columns),
         ]
     assert seen == expected
+
+
+@needs_root
+def test_a_fork_server_that_cannot_start_workers_is_dropped_or_refused(tmp_path, monkeypatch):
+    """ "auto" falls back to one sandbox per worker when a forked worker cannot start (a kernel
+    refusing a step of its sandbox); "on" refuses to start, naming the failure."""
+    from causaltrace.tools import forking
+    from causaltrace.tools.config import SandboxError
+
+    async def refuse(self, program, episode_dir):
+        raise SandboxError(
+            "the fork server could not start a worker: unshare: Operation not permitted"
+        )
+
+    monkeypatch.setattr(forking.ForkServer, "spawn", refuse)
+    episode = make_episode(tmp_path)
+
+    async def auto():
+        runtime = ToolRuntime(tools_config(sandbox="bwrap", fork_server="auto"))
+        async with runtime, runtime.episode(episode) as tools:
+            return runtime.forking, await tools.python("print(orders.shape)")
+
+    async def on():
+        async with ToolRuntime(forked_config()):
+            pass
+
+    forking_used, out = asyncio.run(auto())
+    assert not forking_used and out.strip() == "(400, 5)"
+    with pytest.raises(SandboxError, match="Operation not permitted"):
+        asyncio.run(on())

@@ -32,10 +32,10 @@ from typing import Any
 from causaltrace.tools.config import SandboxError, SandboxUnavailableError, ToolConfig, ToolError
 from causaltrace.tools.episode import EpisodeData
 from causaltrace.tools.forking import ForkServer
-from causaltrace.tools.pool import WorkerDied, WorkerPool, WorkerProcess
+from causaltrace.tools.pool import SandboxProcess, WorkerDied, WorkerPool, WorkerProcess
 from causaltrace.tools.sandbox import Launcher, select_launcher
 from causaltrace.tools.shared_tables import ArrowTables
-from causaltrace.tools.sql import SqlPool, SqlTool, sql_launcher
+from causaltrace.tools.sql import SqlPool, SqlProcess, SqlTool, sql_launcher
 
 log = logging.getLogger("causaltrace.tools")
 TOOL_NAMES = ("sql", "python")
@@ -70,8 +70,8 @@ class ToolRuntime:
         self._cleanup = weakref.finalize(self, shutil.rmtree, str(self._slot_root), True)
         sql = sql_launcher(self.launcher, self.config)
         try:
-            for launcher in (self.launcher, sql):
-                await self._start_fork_server(launcher)
+            for launcher, process in ((self.launcher, WorkerProcess), (sql, SqlProcess)):
+                await self._start_fork_server(launcher, process)
         except BaseException:
             await self._close_fork_servers()
             raise
@@ -82,8 +82,10 @@ class ToolRuntime:
         self.sql_pool.start()
         return self
 
-    async def _start_fork_server(self, launcher: Launcher) -> None:
-        """Run a fork server for ``launcher`` per ``ToolConfig.fork_server``."""
+    async def _start_fork_server(self, launcher: Launcher, process: type[SandboxProcess]) -> None:
+        """Run a fork server for ``launcher`` per ``ToolConfig.fork_server``, once a worker
+        forked from it (``process``) has started: a kernel that refuses a step of a fork's
+        sandbox then costs the fork server, not every worker ("auto" falls back)."""
         if self.config.fork_server == "off" or not launcher.sandboxed:
             return
         assert self._slot_root is not None
@@ -95,6 +97,16 @@ class ToolRuntime:
             log.info("no fork server (%s): one sandbox per worker", exc)
             return
         launcher.fork_server = server
+        try:
+            probe = await process.start(launcher, self._slot_root, self.config)
+            await probe.close()
+        except BaseException as exc:
+            launcher.fork_server = None
+            await server.close()
+            if self.config.fork_server == "on" or not isinstance(exc, SandboxError):
+                raise
+            log.warning("the fork server cannot start workers (%s): one sandbox per worker", exc)
+            return
         self._fork_servers.append(server)
 
     async def _close_fork_servers(self) -> None:
