@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from causaltrace import SCM, InterventionDraw, InterventionPoint, InterventionPrior, Slice, Window
 from causaltrace.episodes.sampling import EpisodeSpec, build_episode
-from domains.example import ExampleDomain
+from causaltrace_domains.example import ExampleDomain
 
 
 class NoSignalExample(ExampleDomain):

@@ -18,16 +18,16 @@ import pytest
 
 from causaltrace import InterventionDraw, Scale, Slice, Window, load_domain
 from causaltrace.errors import CausalTraceError
-from domains.ads.background import (
+from causaltrace_domains.ads.background import (
     PROCESS_PRIORS,
     BackgroundPrior,
     Calendar,
     LearningPeriodPrior,
     sample_background,
 )
-from domains.ads.causes import CAUSES
-from domains.ads.changes import COLUMNS, cause_edits, change_history
-from domains.ads.dimensions import BIDDING
+from causaltrace_domains.ads.causes import CAUSES
+from causaltrace_domains.ads.changes import COLUMNS, cause_edits, change_history
+from causaltrace_domains.ads.dimensions import BIDDING
 
 PRESETS = {"default": {}, "small": {"preset": "small"}}
 SEEDS = range(60)

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from causaltrace import InterventionDraw, Slice, Window, load_domain
-from domains.ads.causes import CAUSES, GROUPS
+from causaltrace_domains.ads.causes import CAUSES, GROUPS
 
 STRONG = {  # cause -> (slice, strength at the top of its prior)
     "BUDGET_CAP": ("", 0.8),

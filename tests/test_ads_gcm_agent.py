@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from dowhy.gcm.util.general import set_random_seed
 
-from domains.ads.agents_gcm import (
+from causaltrace_domains.ads.agents_gcm import (
     DIMS,
     _series_code,
     cause_of,

@@ -11,8 +11,14 @@ import pytest
 
 from causaltrace import load_domain
 from causaltrace.episodes.sampling import EpisodeSpec, build_visible, episode_id
-from domains.ads import realism
-from domains.ads.realism import QUANTITIES, Measurement, Quantity, measure_all, to_markdown
+from causaltrace_domains.ads import realism
+from causaltrace_domains.ads.realism import (
+    QUANTITIES,
+    Measurement,
+    Quantity,
+    measure_all,
+    to_markdown,
+)
 
 SEEDS = (11, 12)
 CAUSES = ("NO_ANOMALY", "BUDGET_CAP", "TRACKING_OUTAGE")

@@ -38,7 +38,7 @@ from causaltrace.datasets.generation import Job, acceptance_report, load_labels,
 from causaltrace.datasets.storage import DatasetLayout
 from causaltrace.episodes.sampling import EpisodeSpec, build_episode, build_visible
 from causaltrace.episodes.verify import VerifierConfig, verify, verify_alert
-from domains.example import ExampleDomain
+from causaltrace_domains.example import ExampleDomain
 
 GATE_REASONS = {"no_alert", "alert_unexplained", "alert_without_cause"}
 

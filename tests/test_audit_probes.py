@@ -18,7 +18,7 @@ from causaltrace.audit import distinguish as dist
 from causaltrace.audit.channels import channel_audit
 from causaltrace.audit.probes import leakage_probe, shortcut_probe
 from causaltrace.audit.stats import wilson
-from domains.example import ExampleDomain
+from causaltrace_domains.example import ExampleDomain
 
 CAUSES = np.array(["A", "B", "C", "D"])
 

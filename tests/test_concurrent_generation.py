@@ -234,7 +234,7 @@ def test_prompt_flag_comes_from_the_dataset(datasets):
 
 
 def test_ads_prompt_builder_flag():
-    from domains.ads.alert import task_prompt
+    from causaltrace_domains.ads.alert import task_prompt
 
     args = ("ALERT TEXT", {"perf_daily": 3}, {"device": ("mobile",)}, "EUR", 7, 4)
     plain = task_prompt(*args)

@@ -6,7 +6,7 @@ from causaltrace.cli import main
 
 
 def test_example_domain_is_registered():
-    assert available_domains()["example"] == "domains.example:ExampleDomain"
+    assert available_domains()["example"] == "causaltrace_domains.example:ExampleDomain"
     domain = load_domain("example", {"days": 28})
     assert isinstance(domain, Domain)
     assert domain.scm.panel.n_time == 28
@@ -14,11 +14,11 @@ def test_example_domain_is_registered():
 
 
 def test_load_by_path_and_errors():
-    assert load_domain("domains.example:ExampleDomain").name == "example"
+    assert load_domain("causaltrace_domains.example:ExampleDomain").name == "example"
     with pytest.raises(DomainError, match=r"unknown domain 'nope'.*example"):
         load_domain("nope")
     with pytest.raises(DomainError, match="cannot load domain"):
-        load_domain("domains.example:Missing")
+        load_domain("causaltrace_domains.example:Missing")
     with pytest.raises(DomainError, match="not a Domain subclass"):
         load_domain("numpy:ndarray")
 

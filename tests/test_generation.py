@@ -128,7 +128,7 @@ def test_frozen_split_loads_the_same_after_the_generator_changes(one_worker, mon
 
     monkeypatch.setattr("causaltrace.datasets.generation.build_episode", changed_generator)
     monkeypatch.setattr("causaltrace.datasets.generation.build_visible", changed_generator)
-    monkeypatch.setattr("domains.ads.domain.AdsDomain.render", changed_generator)
+    monkeypatch.setattr("causaltrace_domains.ads.domain.AdsDomain.render", changed_generator)
     assert dataset_files(open_episode(one_worker, "smoke-000005")) == before
 
 
@@ -233,7 +233,7 @@ def test_frozen_split_without_tables_rebuilds_or_fails_loudly(one_worker, tmp_pa
     rebuilt = open_episode(shipped, "smoke-000004")
     assert dataset_files(rebuilt) == dataset_files(one_worker / "public/episodes/smoke-000004")
 
-    from domains.ads.domain import AdsDomain
+    from causaltrace_domains.ads.domain import AdsDomain
 
     original = AdsDomain.task_prompt
     monkeypatch.setattr(AdsDomain, "task_prompt", lambda self, t: original(self, t) + " ")

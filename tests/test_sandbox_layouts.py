@@ -57,7 +57,7 @@ from causaltrace.tools.sandbox import WORKER_FILES  # bound into every sandbox o
 
 kind, episode, agent_code = sys.argv[1], sys.argv[2], sys.argv[3]
 generator = {}  # file name -> sha256 of each file of the generator (not trivially small)
-for package in ("causaltrace", "domains"):
+for package in ("causaltrace", "causaltrace_domains"):
     root = Path(importlib.util.find_spec(package).origin).parent
     for path in root.rglob("*"):
         if path.is_file() and path.name not in WORKER_FILES and path.stat().st_size > 200:
@@ -116,7 +116,7 @@ for path in host_dirs:
         listed[path] = type(exc).__name__
 sys.path.extend(package_dirs)  # whatever package directory is visible, try importing from it
 imports = {}
-for name in ("causaltrace", "domains", "ct_user_site_marker"):
+for name in ("causaltrace", "causaltrace_domains", "domains", "ct_user_site_marker"):
     try:
         importlib.import_module(name)
         imports[name] = "IMPORTED"
@@ -153,16 +153,17 @@ def pip(python: Path, *args: str | os.PathLike[str]) -> None:
 
 
 def causaltrace_wheel(target: Path) -> Path:
-    """A wheel of the causaltrace sources being tested (``causaltrace`` and ``domains``), made
-    directly: building in the repository would write there, and an isolated build downloads."""
+    """A wheel of the causaltrace sources being tested (``causaltrace``, and ``domains/``
+    installed as ``causaltrace_domains``, as setup.py maps it), made directly: building in the
+    repository would write there, and an isolated build downloads."""
     repo = Path(causaltrace.__file__).resolve().parents[1]
     version = metadata.version("causaltrace")
     info = f"causaltrace-{version}.dist-info"
     files: dict[str, bytes] = {}
-    for package in ("causaltrace", "domains"):
-        for path in sorted((repo / package).rglob("*")):
+    for folder, package in (("causaltrace", "causaltrace"), ("domains", "causaltrace_domains")):
+        for path in sorted((repo / folder).rglob("*")):
             if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
-                files[path.relative_to(repo).as_posix()] = path.read_bytes()
+                files[f"{package}/{path.relative_to(repo / folder).as_posix()}"] = path.read_bytes()
     files[f"{info}/METADATA"] = (
         f"Metadata-Version: 2.1\nName: causaltrace\nVersion: {version}\n".encode()
     )
@@ -276,6 +277,7 @@ def test_no_generator_and_no_host_packages_in_the_sandbox(
         assert listing in ([], "FileNotFoundError"), (path, listing)
     assert agent["imports"] == {
         "causaltrace": "ModuleNotFoundError: No module named 'causaltrace'",
+        "causaltrace_domains": "ModuleNotFoundError: No module named 'causaltrace_domains'",
         "domains": "ModuleNotFoundError: No module named 'domains'",
         "ct_user_site_marker": "ModuleNotFoundError: No module named 'ct_user_site_marker'",
     }, summary

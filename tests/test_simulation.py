@@ -171,7 +171,7 @@ def test_factual_only_simulation_gives_the_same_factual_bytes(chain_scm):
 def test_effect_without_counterfactual_is_a_named_error():
     """``Worlds.effect`` after ``simulate(counterfactual=False)`` names the cause, not a TypeError."""
     from causaltrace import NoCounterfactualError
-    from domains.example import ExampleDomain
+    from causaltrace_domains.example import ExampleDomain
 
     scm = ExampleDomain().scm
     node = next(iter(scm.order))

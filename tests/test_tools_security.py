@@ -154,6 +154,11 @@ PYTHON_ATTACKS = [
     ("import-generator", "import causaltrace", ["No module named 'causaltrace'"]),
     ("import-domains", "from domains.example import ExampleDomain", ["No module named 'domains'"]),
     (
+        "import-installed-domains",
+        "from causaltrace_domains.example import ExampleDomain",
+        ["No module named 'causaltrace_domains'"],
+    ),
+    (
         "import-generator-from-repo",
         "import sys; sys.path.insert(0, '{repo}'); import causaltrace.model.simulate",
         ["No module named 'causaltrace'"],

@@ -191,7 +191,7 @@ def test_tool_config_is_the_contract_as_verl_reads_it(dataset, tmp_path):
 
 def test_committed_tool_config_matches_the_ads_contract():
     from causaltrace.scoring import AnswerSpace
-    from domains.ads import AdsDomain
+    from causaltrace_domains.ads import AdsDomain
 
     committed = yaml.safe_load((ROOT / "configs/verl/causaltrace_tools.yaml").read_text())
     space = AnswerSpace.from_scm(AdsDomain().scm)

@@ -12,8 +12,16 @@ from causaltrace.agents.base import (
     Agent,
     available_agents,
     end_episode,
+    last_json_object,
     make_agent,
     register_agent,
 )
 
-__all__ = ["Agent", "available_agents", "end_episode", "make_agent", "register_agent"]
+__all__ = [
+    "Agent",
+    "available_agents",
+    "end_episode",
+    "last_json_object",
+    "make_agent",
+    "register_agent",
+]

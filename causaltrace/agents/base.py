@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
@@ -80,3 +81,16 @@ def _load_builtins() -> None:
 
     with contextlib.suppress(ImportError):  # the openai agent needs the optional client
         from causaltrace.agents import openai_agent  # noqa: F401
+
+
+def last_json_object(text: str) -> Any:
+    """The last line of a tool's output that parses as a JSON object: how a scripted agent
+    reads what its own notebook code printed (the tools return text)."""
+    for line in reversed(text.strip().splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                continue
+    raise ValueError(f"no JSON object in the tool output: {text[:300]}")

@@ -25,7 +25,7 @@ DEFAULT_SANDBOX_PACKAGES = ("pandas", "numpy", "scipy", "duckdb", "pyarrow")
 # Modules imported once by each warm worker, before it is given an episode. ``scipy.stats`` is
 # left out on purpose: it costs about 35 MB and 0.3 s per worker and is imported on first use.
 DEFAULT_PRELOAD = ("numpy", "pandas", "pyarrow.parquet", "duckdb", "scipy")
-FORBIDDEN_PACKAGES = frozenset({"causaltrace", "domains"})
+FORBIDDEN_PACKAGES = frozenset({"causaltrace", "causaltrace_domains", "domains"})
 
 
 class ToolError(CausalTraceError):

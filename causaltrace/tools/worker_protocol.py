@@ -112,7 +112,9 @@ def apply_limits(limits: dict, sandboxed: bool) -> None:
 def greeting(**extra: object) -> dict:
     """The ``ready`` message: what the host checks before it lets a worker serve an episode
     (the interpreter must be the host's; the generator must not be importable)."""
-    generator = [n for n in ("causaltrace", "domains") if importlib.util.find_spec(n)]
+    generator = [
+        n for n in ("causaltrace", "causaltrace_domains", "domains") if importlib.util.find_spec(n)
+    ]
     return {
         "op": "ready",
         "python": sys.version.split()[0],

@@ -1,5 +1,5 @@
 """The digital-advertising domain (see docs/domain-ads.md)."""
 
-from domains.ads.domain import AdsDomain
+from causaltrace_domains.ads.domain import AdsDomain
 
 __all__ = ["AdsDomain"]

@@ -6,7 +6,7 @@
   against backend orders, backend orders, invalid clicks, CTR, CVR, CPC, volume, creative and
   placement shares), picks the strongest, refines the slice (does the effect cover the whole
   1D slice or one 2D child?), and submits. Its analysis runs in the python tool
-  (:mod:`domains.ads.notebook`), so its transcripts are real tool-use trajectories.
+  (:mod:`causaltrace_domains.ads.notebook`), so its transcripts are real tool-use trajectories.
 - ``localizer``: Adtributor (Bhagwan et al., NSDI 2014) on the alerted KPI: per dimension,
   each level's explanatory power (its share of the total change) and surprise (Jensen-Shannon
   divergence between its forecast and actual shares); the dimension with the most surprising
@@ -16,30 +16,17 @@
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from causaltrace.agents import Agent
+from causaltrace.agents import Agent, last_json_object
 
 NOTEBOOK = Path(__file__).with_name("notebook.py")
 Z_SEGMENT = 5.0  # a segment signal must be this significant to be believed
 EFFECT_MIN = 0.2  # and move at least ~20% (log scale)
-
-
-def _last_json(text: str) -> Any:
-    """The last JSON object a tool printed (the notebook prints one per call)."""
-    for line in reversed(text.strip().splitlines()):
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                return json.loads(line)
-            except ValueError:
-                continue
-    raise ValueError(f"no JSON in tool output: {text[:300]}")
 
 
 class _Tools:
@@ -53,7 +40,7 @@ class _Tools:
         return results[0].observation
 
     async def python_json(self, code: str, thought: str) -> Any:
-        return _last_json(await self.call("python", {"code": code}, thought))
+        return last_json_object(await self.call("python", {"code": code}, thought))
 
     async def submit(self, cause: str, slice_text: str, thought: str) -> None:
         if not self.session.done:
@@ -100,7 +87,7 @@ class TeacherAgent(Agent):
         )
         if session.done:
             return
-        n_days = _last_json(setup)["days"]
+        n_days = last_json_object(setup)["days"]
         overview = await tools.python_json(
             "overview()",
             "Account level: impression share lost to budget and rank, eligible "

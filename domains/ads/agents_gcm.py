@@ -37,7 +37,7 @@ import networkx as nx
 import numpy as np
 
 from causaltrace.agents import Agent
-from domains.ads.agents import _alerted_kpi, _Tools
+from causaltrace_domains.ads.agents import _alerted_kpi, _Tools
 
 DIMS = ("campaign", "creative", "placement", "device", "browser_os", "geo", "audience")
 SITE_DIMS = ("campaign", "device", "browser_os", "geo")  # the site report's grain

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from causaltrace import AlertReading, raised_alert
-from domains.ads.causes import CAMPAIGN_WIDE, CAUSES, NO_SIGNAL
+from causaltrace_domains.ads.causes import CAMPAIGN_WIDE, CAUSES, NO_SIGNAL
 
 # KPI -> (numerator, denominator or None, adverse direction: -1 means a fall is bad)
 KPIS: dict[str, tuple[str, str | None, int]] = {

@@ -35,8 +35,8 @@ from causaltrace import (
     Window,
 )
 from causaltrace.errors import CausalTraceError
-from domains.ads.config import US, AdsConfig, CampaignSpec
-from domains.ads.dimensions import BIDDING
+from causaltrace_domains.ads.config import US, AdsConfig, CampaignSpec
+from causaltrace_domains.ads.dimensions import BIDDING
 
 HISTORY_DAYS = 30  # platforms keep 30 days of edits
 PEOPLE = ("anna.k@agency.example", "li.m@brand.example", "j.osei@agency.example")

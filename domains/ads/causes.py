@@ -18,7 +18,7 @@ from causaltrace import (
     Scale,
     Step,
 )
-from domains.ads import mechanisms as m
+from causaltrace_domains.ads import mechanisms as m
 
 CAMPAIGN_WIDE = "campaign-wide"
 SEGMENT_MIX = "segment-mix"

@@ -2,7 +2,7 @@
 the background processes logged and plausible decoy edits.
 
 The background itself (processes in both worlds, decoys, their edits) is drawn in
-:mod:`domains.ads.background`; this module renders the rows. Decoy edits use the same change
+:mod:`causaltrace_domains.ads.background`; this module renders the rows. Decoy edits use the same change
 types as the causes that are account edits (budget, bid adjustment, targeting), so the existence
 of an edit never gives a cause away: an analyst has to check whether the data moved where and
 when the edit says.
@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from causaltrace import Background, InterventionDraw, Panel, Slice, World
-from domains.ads.background import (
+from causaltrace_domains.ads.background import (
     HISTORY_DAYS,
     USERS,
     BackgroundPrior,

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from causaltrace import Panel, World
-from domains.ads.config import AdsConfig
+from causaltrace_domains.ads.config import AdsConfig
 
 BIDDING = {
     "search": "maximize_conversions",

@@ -9,16 +9,22 @@ import numpy as np
 import pandas as pd
 
 from causaltrace import SCM, Background, Domain, InterventionDraw, World
-from domains.ads import render
-from domains.ads.alert import KPIS, alert_text, monitor_readings, shown_alert, task_prompt
-from domains.ads.causes import CAUSES, intervention_points
-from domains.ads.changes import cause_edits, change_history, sample_background
-from domains.ads.config import AdsConfig
-from domains.ads.dictionary import DATA_DICTIONARY
-from domains.ads.dimensions import campaigns_table, creatives_table
-from domains.ads.evidence import AdsEvidence
-from domains.ads.panel import build_panel
-from domains.ads.scm import build_nodes, holiday_season, reported_share
+from causaltrace_domains.ads import render
+from causaltrace_domains.ads.alert import (
+    KPIS,
+    alert_text,
+    monitor_readings,
+    shown_alert,
+    task_prompt,
+)
+from causaltrace_domains.ads.causes import CAUSES, intervention_points
+from causaltrace_domains.ads.changes import cause_edits, change_history, sample_background
+from causaltrace_domains.ads.config import AdsConfig
+from causaltrace_domains.ads.dictionary import DATA_DICTIONARY
+from causaltrace_domains.ads.dimensions import campaigns_table, creatives_table
+from causaltrace_domains.ads.evidence import AdsEvidence
+from causaltrace_domains.ads.panel import build_panel
+from causaltrace_domains.ads.scm import build_nodes, holiday_season, reported_share
 
 # KPIs whose counterfactual effect each oracle label records.
 LABEL_KPIS = (
@@ -153,6 +159,6 @@ class AdsDomain(Domain):
         return {k: float(world[k][mask][:, onset:].sum()) for k in LABEL_KPIS}
 
     def channel_readings(self, in_slice, overall) -> dict[str, float]:
-        from domains.ads.channels import channel_readings
+        from causaltrace_domains.ads.channels import channel_readings
 
         return channel_readings(in_slice, overall)

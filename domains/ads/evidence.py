@@ -28,7 +28,7 @@ import pandas as pd
 
 from causaltrace import Panel
 from causaltrace.episodes.verify import Statistic
-from domains.ads.render import LEAF_DIMS, SITE_DIMS
+from causaltrace_domains.ads.render import LEAF_DIMS, SITE_DIMS
 
 LAG_DAYS = 3
 MIN_PRE_DAYS = 14

@@ -10,7 +10,7 @@ import itertools
 import numpy as np
 
 from causaltrace import Dimension, Panel, TimeAxis
-from domains.ads.config import AUDIENCES, DEVICE_BROWSERS, PLACEMENTS, AdsConfig
+from causaltrace_domains.ads.config import AUDIENCES, DEVICE_BROWSERS, PLACEMENTS, AdsConfig
 
 DIMENSIONS = ("campaign", "creative", "placement", "device", "browser_os", "geo", "audience")
 

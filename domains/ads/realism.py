@@ -15,8 +15,8 @@ date and keep arriving.
 
 Command line::
 
-    python -m domains.ads.realism DATASET_DIR [--episodes N] [--cache-dir DIR]
-    python -m domains.ads.realism --generate N [--seed S]
+    python -m causaltrace_domains.ads.realism DATASET_DIR [--episodes N] [--cache-dir DIR]
+    python -m causaltrace_domains.ads.realism --generate N [--seed S]
 
 The first opens the first N episodes of a generated dataset (materialized or lazy) through
 :class:`causaltrace.env.DatasetSource`; the second builds N fresh episodes of the default ads
@@ -55,7 +55,7 @@ CHANGE_HISTORY_DAYS = 30  # platforms keep 30 days of edits
 
 def _default_holidays() -> tuple[str, ...]:
     try:
-        from domains.ads.config import AdsConfig
+        from causaltrace_domains.ads.config import AdsConfig
 
         return tuple(AdsConfig().holidays)
     except Exception:  # the config is being edited: fall back to the documented holiday
@@ -940,7 +940,7 @@ def generated_episodes(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m domains.ads.realism",
+        prog="python -m causaltrace_domains.ads.realism",
         description="Measure the ads domain's realism table on episodes' agent-visible tables.",
     )
     parser.add_argument("dataset", nargs="?", help="a generated dataset directory")

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from causaltrace import Panel, World
-from domains.ads.config import AdsConfig
+from causaltrace_domains.ads.config import AdsConfig
 
 LEAF_DIMS = ("campaign", "creative", "placement", "device", "browser_os", "geo", "audience")
 SITE_DIMS = ("campaign", "device", "browser_os", "geo")
@@ -290,7 +290,7 @@ def reach_frequency_daily(panel: Panel, world: World, config: AdsConfig) -> pd.D
 def conversion_lag_curve(config: AdsConfig, days: int = 35) -> pd.DataFrame:
     """The account's conversion-delay report: the expected share of a click day's conversions
     reported by each age (what platforms show as "days to conversion")."""
-    from domains.ads.scm import reported_share
+    from causaltrace_domains.ads.scm import reported_share
 
     age = np.arange(days + 1)
     return pd.DataFrame(

@@ -16,10 +16,10 @@ from __future__ import annotations
 import numpy as np
 
 from causaltrace import SCM, Constant, Node, Uniform
-from domains.ads import mechanisms as m
-from domains.ads import segments as seg
-from domains.ads.config import AdsConfig
-from domains.ads.panel import build_panel
+from causaltrace_domains.ads import mechanisms as m
+from causaltrace_domains.ads import segments as seg
+from causaltrace_domains.ads.config import AdsConfig
+from causaltrace_domains.ads.panel import build_panel
 
 INT = "int64"
 

@@ -4,6 +4,6 @@ It exists to show how a domain is declared on the engine's public API (see
 ``docs/tutorial-new-domain.md``) and to give the README's first command something to simulate.
 """
 
-from domains.example.domain import ExampleDomain
+from causaltrace_domains.example.domain import ExampleDomain
 
 __all__ = ["ExampleDomain"]

@@ -18,8 +18,8 @@ from causaltrace import (
     Uniform,
     raised_alert,
 )
-from domains.example.mechanisms import BinomialThin, ChannelRate, Demand, PoissonCount
-from domains.example.reports import (
+from causaltrace_domains.example.mechanisms import BinomialThin, ChannelRate, Demand, PoissonCount
+from causaltrace_domains.example.reports import (
     MONITOR_RULE,
     ExampleEvidence,
     alert_readings,
