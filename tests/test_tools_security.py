@@ -21,8 +21,8 @@ from _tools_support import LABEL, SEED, make_episode, tools_config
 
 import causaltrace
 from causaltrace.tools import SyncToolRuntime
-from causaltrace.tools.config import SandboxError, SandboxUnavailableError
-from causaltrace.tools.sandbox import select_launcher
+from causaltrace.tools.config import SandboxError, SandboxUnavailableError, ToolConfig
+from causaltrace.tools.sandbox import PythonRuntime, select_launcher
 
 REPO = Path(causaltrace.__file__).resolve().parents[1]
 # Package directories of this interpreter, of its base (in a venv) and of the user.
@@ -37,6 +37,23 @@ SITE_DIRS = sorted(
 
 # Both sandbox kinds always run: a missing tool or a sandbox that cannot start is a failure
 # that says how to fix it, never a skip.
+# A sandbox shows its own interpreter at its host path (sandbox.py binds it after mounting the
+# private /tmp): where that path is under /tmp (a venv made there), /tmp lists its first
+# directory and nothing else of the host's /tmp.
+INTERPRETER_UNDER_TMP = [
+    repr(top)
+    for top in [
+        sorted(
+            {
+                Path(p).relative_to("/tmp").parts[0]
+                for p in PythonRuntime.discover(ToolConfig().sandbox_packages).visible
+                if Path(p).is_relative_to("/tmp")
+            }
+        )
+    ]
+    if top
+]
+
 SANDBOXES = {
     "bwrap": ("bwrap", "apt-get install bubblewrap"),
     "bwrap-cold": ("bwrap", "apt-get install bubblewrap"),
@@ -142,7 +159,7 @@ PYTHON_ATTACKS = [
     ("list-etc", "import os; os.listdir('/etc')", ["['ld.so.cache']", "[]"]),
     ("list-other-episode", "import os; os.listdir('{bystander}')", ["FileNotFoundError"]),
     ("open-other-slot", "import os; os.listdir('{bystander_slot}')", ["FileNotFoundError"]),
-    ("list-host-tmp", "import os; os.listdir('/tmp')", ["[]"]),
+    ("list-host-tmp", "import os; os.listdir('/tmp')", ["[]", *INTERPRETER_UNDER_TMP]),
     ("list-root", "import os; sorted(os.listdir('/'))", ["'episode'"]),
     (
         "list-host-site-packages",
