@@ -13,7 +13,7 @@ Every forked worker is still a sandbox of its own before any of its code runs:
   only its own episode at ``/episode``: the server sees the tool runtime's slot directories
   (read-only, at ``settings["slots"]``); the worker binds its own at ``/episode`` and unmounts
   the rest from its namespace before anything else runs;
-* every file descriptor but its own pipes closed;
+* every file descriptor but its own pipes closed, and a pseudo-terminal instance of its own;
 * a random unprivileged uid chosen by the host (so ``RLIMIT_NPROC`` counts that sandbox alone),
   no supplementary groups, every capability dropped (bounding set too), ``no_new_privs``;
 * the seccomp filter of the launcher (``sandbox.seccomp_filter``), installed last because it
@@ -67,6 +67,7 @@ MNT_DETACH = 2
 # off): changing uid clears the capabilities, and uid 0 could never regain them.
 SECUREBITS = 0x01 | 0x02 | 0x08 | 0x20
 MAX_MESSAGE = 1 << 20
+MAX_FD = 1 << 20  # every descriptor above 2 is closed in a fork (close_range: no loop)
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -126,6 +127,10 @@ def _make_namespaces(slot: str, slots: str, tmp_bytes: int) -> None:
         raise SetupError(f"{slots} is still visible")
     for target in ("/tmp", "/dev/shm"):
         _mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={tmp_bytes}")
+    # A pseudo-terminal instance of its own, as bwrap gives each sandbox (/dev/ptmx -> pts/ptmx).
+    _mount(
+        "devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620"
+    )
 
 
 def _drop_privileges(uid: int, seccomp: bytes | None) -> None:
@@ -151,11 +156,6 @@ def _drop_privileges(uid: int, seccomp: bytes | None) -> None:
         )
 
 
-def _exit_code(status: int) -> int:
-    code = os.waitstatus_to_exitcode(status)
-    return 128 - code if code < 0 else code
-
-
 def _relay(request: dict, fds: list[int], settings: dict) -> None:
     """The first forked process: build the sandbox, fork its PID 1, relay its exit status."""
     try:
@@ -163,7 +163,7 @@ def _relay(request: dict, fds: list[int], settings: dict) -> None:
         for fd, target in zip(fds, (0, 1, 2), strict=True):
             os.dup2(fd, target)
         _make_namespaces(str(request["slot"]), settings["slots"], int(settings["tmp_bytes"]))
-        os.closerange(3, os.sysconf("SC_OPEN_MAX") if os.sysconf("SC_OPEN_MAX") > 0 else 65536)
+        os.closerange(3, MAX_FD)
         worker = os.fork()
     except BaseException as exc:
         with contextlib.suppress(Exception):
@@ -181,7 +181,7 @@ def _relay(request: dict, fds: list[int], settings: dict) -> None:
         except ChildProcessError:
             os._exit(EXIT_SETUP)
         if pid == worker:
-            os._exit(_exit_code(status))
+            os._exit(python_worker._exit_code(status))
 
 
 def _run_worker(request: dict, settings: dict) -> None:
@@ -241,7 +241,7 @@ class Server:
                 return
             if pid == 0:
                 return
-            self.send({"op": "exit", "pid": pid, "status": _exit_code(status)})
+            self.send({"op": "exit", "pid": pid, "status": python_worker._exit_code(status)})
 
     def run(self) -> None:
         self.send({"op": "ready", "pid": os.getpid(), "python": sys.version.split()[0]})
