@@ -271,3 +271,25 @@ def test_a_fork_server_that_cannot_start_workers_is_dropped_or_refused(tmp_path,
     assert not forking_used and out.strip() == "(400, 5)"
     with pytest.raises(SandboxError, match="Operation not permitted"):
         asyncio.run(on())
+
+
+@needs_root
+def test_a_fork_whose_sandbox_cannot_be_built_ends_with_a_named_status(tmp_path):
+    """A relay that cannot build its worker's sandbox (here: the slot has no episode directory
+    to bind) exits with EXIT_SETUP, says why on the worker's stderr, and the host learns the
+    status however soon the process ends."""
+    from causaltrace.tools.forking import EXIT_SETUP
+
+    async def main():
+        async with ToolRuntime(forked_config()) as runtime:
+            server, launcher = runtime.launcher.fork_server, runtime.launcher
+            slot = runtime._slot_root / "w-missing-episode"
+            slot.mkdir()
+            proc = await server.spawn(launcher.worker_program(slot), slot / "episode")
+            status = await asyncio.wait_for(proc.wait(), 30)
+            stderr = await asyncio.wait_for(proc.stderr.read(), 30)
+            return status, stderr.decode()
+
+    status, stderr = asyncio.run(main())
+    assert status == EXIT_SETUP
+    assert "cannot build the sandbox" in stderr and "mount /episode" in stderr, stderr

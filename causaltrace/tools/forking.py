@@ -42,15 +42,12 @@ class ForkedProcess:
 
     def __init__(
         self,
-        server: ForkServer,
-        server_pid: int,
+        exited: asyncio.Future[int],
         host_pid: int | None,
         stdin: asyncio.StreamWriter,
         stdout: asyncio.StreamReader,
         stderr: asyncio.StreamReader,
     ):
-        self.server = server
-        self.server_pid = server_pid
         self.pid = host_pid if host_pid is not None else -1
         self.stdin = stdin
         self.stdout = stdout
@@ -59,7 +56,7 @@ class ForkedProcess:
         if host_pid is not None:
             with contextlib.suppress(OSError, AttributeError):
                 self._pidfd = os.pidfd_open(host_pid)
-        self._exited = server.exit_future(server_pid)
+        self._exited = exited
         self._exited.add_done_callback(lambda _: self._close_pidfd())
 
     @property
@@ -163,12 +160,11 @@ class ForkServer:
                 self._stderr += chunk
                 del self._stderr[:-_STDERR_TAIL]
 
-    def exit_future(self, server_pid: int) -> asyncio.Future[int]:
-        future = self._exits.get(server_pid)
-        if future is None:
-            future = self._exits[server_pid] = asyncio.get_running_loop().create_future()
-            if not self.alive:
-                future.set_result(_SERVER_GONE)
+    def _exit_future(self, server_pid: int) -> asyncio.Future[int]:
+        """Resolved with the exit status of the relay ``server_pid`` when the server reports it
+        (or when the server itself is gone)."""
+        future = asyncio.get_running_loop().create_future()
+        self._exits[server_pid] = future
         return future
 
     async def _read_messages(self) -> None:
@@ -183,13 +179,12 @@ class ForkServer:
                 if op == "ready" and not self._ready.done():
                     self._ready.set_result(message)
                 elif op == "exit":
-                    future = self.exit_future(int(message["pid"]))
-                    if not future.done():
+                    future = self._exits.pop(int(message["pid"]), None)
+                    if future is not None and not future.done():
                         future.set_result(int(message["status"]))
-                    self._exits.pop(int(message["pid"]), None)
                 elif op in ("spawned", "error"):
-                    if op == "spawned":  # known before any exit of it can be read
-                        self.exit_future(int(message["pid"]))
+                    if op == "spawned":  # its exit future exists before any exit can be read
+                        message["exited"] = self._exit_future(int(message["pid"]))
                     waiter = self._pending.pop(message.get("id"), None)
                     if waiter is not None and not waiter.done():
                         waiter.set_result(message)
@@ -268,7 +263,7 @@ class ForkServer:
         stdout = await _reader(loop, stdout_r)
         stderr = await _reader(loop, stderr_r)
         host_pid = self._find_host_pid(server_pid, root=self.host_pid)
-        return ForkedProcess(self, server_pid, host_pid, stdin, stdout, stderr)
+        return ForkedProcess(reply["exited"], host_pid, stdin, stdout, stderr)
 
     @staticmethod
     def _find_host_pid(server_pid: int, root: int | None) -> int | None:
