@@ -69,12 +69,19 @@ class ToolRuntime:
         # If close() is never called, still remove the slots at exit (sandboxes die with us).
         self._cleanup = weakref.finalize(self, shutil.rmtree, str(self._slot_root), True)
         sql = sql_launcher(self.launcher, self.config)
-        try:
-            for launcher, process in ((self.launcher, WorkerProcess), (sql, SqlProcess)):
-                await self._start_fork_server(launcher, process)
-        except BaseException:
+        # Both servers import their libraries at once; if either fails (under "on"), both close.
+        failures = [
+            result
+            for result in await asyncio.gather(
+                self._start_fork_server(self.launcher, WorkerProcess),
+                self._start_fork_server(sql, SqlProcess),
+                return_exceptions=True,
+            )
+            if isinstance(result, BaseException)
+        ]
+        if failures:
             await self._close_fork_servers()
-            raise
+            raise failures[0]
         self.arrow_tables = ArrowTables(self._slot_root / "arrow-tables", self.config)
         self.pool = WorkerPool(self.launcher, self.config, self._slot_root)
         self.pool.start()
