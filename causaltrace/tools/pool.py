@@ -1,7 +1,9 @@
 """Warm Python workers: sandboxes started before any episode needs them.
 
 A worker is one sandbox running ``python_worker.py`` with pandas, numpy, duckdb and pyarrow
-already imported. Its episode directory is a private, empty *slot* on the host, bound read-only
+already imported: forked from the launcher's fork server when the runtime runs one
+(``forking.py``), else started as a sandbox of its own (:meth:`SandboxProcess._launch`). Its
+episode directory is a private, empty *slot* on the host, bound read-only
 into the sandbox at ``/episode`` when the sandbox starts; when an episode claims the worker, the
 episode's visible files are hard-linked (or copied) into the slot and the worker is told to load
 them. A worker serves exactly one episode and is then killed with its slot, so nothing an agent
