@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from causaltrace.tools.config import SandboxError, ToolConfig
+from causaltrace.tools.pool import StderrTail, children
 
 log = logging.getLogger("causaltrace.tools")
 
 _MAX_MESSAGE = 1 << 16
-_STDERR_TAIL = 8192
 # The relay's exit status when it could not build a worker's sandbox (fork_server.EXIT_SETUP).
 EXIT_SETUP = 87
 # What a worker's status reads as when its server died under it (the server's PID namespace
@@ -96,10 +96,10 @@ class ForkServer:
         self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._exits: dict[int, asyncio.Future[int]] = {}
         self._ready: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._stderr = bytearray()
+        self._stderr = StderrTail()
         self._send_lock = asyncio.Lock()
         self._reader = asyncio.create_task(self._read_messages())
-        self._stderr_task = asyncio.create_task(self._drain_stderr())
+        self._stderr_task = asyncio.create_task(self._stderr.drain(proc.stderr))
 
     @classmethod
     async def start(cls, launcher: Any, config: ToolConfig, slot_root: Path) -> ForkServer:
@@ -111,18 +111,8 @@ class ForkServer:
         try:
             spec = launcher.fork_server_spec(slot, slot_root)
             try:
-                proc = await asyncio.create_subprocess_exec(
-                    *spec.argv,
-                    stdin=child.fileno(),
-                    stdout=asyncio.subprocess.DEVNULL,
-                    stderr=asyncio.subprocess.PIPE,
-                    env=spec.env,
-                    cwd="/",
-                    start_new_session=True,
-                    pass_fds=spec.pass_fds,
-                )
+                proc = await spec.start(stdin=child.fileno(), stdout=asyncio.subprocess.DEVNULL)
             finally:
-                spec.close()
                 child.close()
         except BaseException:
             parent.close()
@@ -150,15 +140,7 @@ class ForkServer:
         return self.proc.returncode is None and not self._reader.done()
 
     def stderr_tail(self) -> str:
-        return self._stderr.decode(errors="replace").strip()[-2000:] or "(no stderr)"
-
-    async def _drain_stderr(self) -> None:
-        stream = self.proc.stderr
-        assert stream is not None
-        with contextlib.suppress(Exception):
-            while chunk := await stream.read(4096):
-                self._stderr += chunk
-                del self._stderr[:-_STDERR_TAIL]
+        return self._stderr.text()
 
     def _exit_future(self, server_pid: int) -> asyncio.Future[int]:
         """Resolved with the exit status of the relay ``server_pid`` when the server reports it
@@ -278,7 +260,7 @@ class ForkServer:
                 nspid = _nspid(pid)
                 if len(nspid) >= 2 and nspid[-1] == server_pid:
                     return pid
-            level = [c for pid in level for c in _children(pid)]
+            level = [c for pid in level for c in children(pid)]
         return None
 
     async def close(self) -> None:
@@ -296,15 +278,6 @@ class ForkServer:
             await self._reader
         self._server_gone()
         await asyncio.to_thread(shutil.rmtree, self.slot, True)
-
-
-def _children(pid: int) -> list[int]:
-    out: list[int] = []
-    with contextlib.suppress(OSError):
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/children") as handle:
-                out += [int(p) for p in handle.read().split()]
-    return out
 
 
 def _nspid(pid: int) -> list[int]:

@@ -51,6 +51,24 @@ _EXIT_HINTS = {
 }
 
 
+class StderrTail:
+    """The last bytes a process wrote to stderr (what an error about it quotes)."""
+
+    def __init__(self) -> None:
+        self._data = bytearray()
+
+    async def drain(self, stream: asyncio.StreamReader | None) -> None:
+        """Read ``stream`` to its end, keeping its last :data:`_STDERR_TAIL` bytes."""
+        assert stream is not None
+        with contextlib.suppress(Exception):
+            while chunk := await stream.read(4096):
+                self._data += chunk
+                del self._data[:-_STDERR_TAIL]
+
+    def text(self) -> str:
+        return self._data.decode(errors="replace").strip()[-2000:] or "(no stderr)"
+
+
 class WorkerDied(Exception):
     """The worker process ended (or broke the protocol) while a request was pending."""
 
@@ -86,8 +104,8 @@ class SandboxProcess:
         self.loaded = False
         # Called once when the worker is closed (releases what its episode holds for it).
         self.on_close: list[Callable[[], None]] = []
-        self._stderr = bytearray()
-        self._stderr_task = asyncio.create_task(self._drain_stderr())
+        self._stderr = StderrTail()
+        self._stderr_task = asyncio.create_task(self._stderr.drain(proc.stderr))
         self._lock = asyncio.Lock()
 
     @classmethod
@@ -167,31 +185,10 @@ class SandboxProcess:
         launcher: Launcher, slot: Path, program: list[str] | None
     ) -> asyncio.subprocess.Process:
         """Start a worker in a sandbox of its own (no fork server)."""
-        spec = launcher.spec(slot, program)
-        try:
-            return await asyncio.create_subprocess_exec(
-                *spec.argv,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                env=spec.env,
-                cwd="/",
-                start_new_session=True,
-                pass_fds=spec.pass_fds,
-            )
-        finally:
-            spec.close()
-
-    async def _drain_stderr(self) -> None:
-        stream = self.proc.stderr
-        assert stream is not None
-        with contextlib.suppress(Exception):
-            while chunk := await stream.read(4096):
-                self._stderr += chunk
-                del self._stderr[:-_STDERR_TAIL]
+        return await launcher.spec(slot, program).start()
 
     def stderr_tail(self) -> str:
-        return self._stderr.decode(errors="replace").strip()[-2000:] or "(no stderr)"
+        return self._stderr.text()
 
     async def _receive(self) -> dict[str, Any]:
         stdout = self.proc.stdout
@@ -392,16 +389,23 @@ class WorkerPool(Generic[P]):
             await self._idle.popleft().close()
 
 
+def children(pid: int) -> list[int]:
+    """Host PIDs of the children of ``pid`` (read from /proc; [] if it is gone)."""
+    out: list[int] = []
+    with contextlib.suppress(OSError):
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as handle:
+                out.extend(int(p) for p in handle.read().split())
+    return out
+
+
 def process_tree(root: int) -> list[int]:
     """Host PIDs of ``root`` and every process below it (read from /proc)."""
     out, todo = [], [root]
     while todo:
         pid = todo.pop()
         out.append(pid)
-        with contextlib.suppress(OSError):
-            for task in os.listdir(f"/proc/{pid}/task"):
-                with open(f"/proc/{pid}/task/{task}/children") as handle:
-                    todo.extend(int(p) for p in handle.read().split())
+        todo.extend(children(pid))
     return out
 
 

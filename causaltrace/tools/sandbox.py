@@ -33,6 +33,7 @@ refused unless the operator passes ``allow_unsandboxed=True``, which logs a loud
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import importlib.metadata as metadata
@@ -65,6 +66,7 @@ from causaltrace.tools.config import (
 )
 
 log = logging.getLogger("causaltrace.tools")
+PIPE = asyncio.subprocess.PIPE
 
 # The worker programs, bound read-only (and alone: no other file of causaltrace) into every
 # sandbox under SANDBOX_WORKERS; they import only the standard library, worker_protocol and the
@@ -456,6 +458,22 @@ class LaunchSpec:
         for fd in self.pass_fds:
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+    async def start(self, stdin: Any = PIPE, stdout: Any = PIPE) -> asyncio.subprocess.Process:
+        """Run the command in a session of its own (stderr piped), then close ``pass_fds``."""
+        try:
+            return await asyncio.create_subprocess_exec(
+                *self.argv,
+                stdin=stdin,
+                stdout=stdout,
+                stderr=PIPE,
+                env=self.env,
+                cwd="/",
+                start_new_session=True,
+                pass_fds=self.pass_fds,
+            )
+        finally:
+            self.close()
 
 
 class Launcher(ABC):

@@ -69,7 +69,6 @@ log = logging.getLogger("causaltrace.tools")
 KILL_GRACE = 0.5
 MAX_QUERY_CHARS = 1_000_000
 _HEADER = struct.Struct(">I")
-_STDERR_TAIL = 8192
 _UNITS = {
     "": 1,
     "b": 1,
