@@ -8,7 +8,13 @@ imported only by the functions that need them.
 """
 
 from causaltrace import _moved
-from causaltrace.episodes.alerts import AlertExplanation, AlertReading, explain_alert, raised_alert
+from causaltrace.episodes.alerts import (
+    AlertExplanation,
+    AlertReading,
+    explain_alert,
+    raised_alert,
+    raised_alerts,
+)
 from causaltrace.episodes.domain import (
     Background,
     Domain,
@@ -76,6 +82,7 @@ __all__ = [
     "explain_alert",
     "load_domain",
     "raised_alert",
+    "raised_alerts",
     "Constant",
     "CycleError",
     "Decay",

@@ -1,4 +1,4 @@
-"""The audit's oracle (causaltrace/audit/oracle.py) on the example shop: it finds strong causes
+"""The audit's oracle (causaltrace/episodes/oracle.py) on the example shop: it finds strong causes
 with their exact slice, prefers the slice that matches over its parent or child, falls to the
 no-signal answer on pure noise, and reaches a high ceiling on a generated dataset.
 
@@ -14,9 +14,11 @@ from collections import Counter
 import pytest
 from _audit_support import NoSignalExample, episode
 
+from causaltrace import InterventionDraw, Slice, Window
 from causaltrace.audit import OracleSolver, posterior_margin
 from causaltrace.audit.data import AuditDataset
 from causaltrace.datasets.generation import Job, run
+from causaltrace.episodes.sampling import EpisodeSpec, build_episode
 from causaltrace.model.slices import parse_slice
 
 N = 20
@@ -107,3 +109,27 @@ def test_ceiling_on_a_generated_dataset(tmp_path):
     assert len(data) == 40
     assert full >= 30, full
     assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").rglob("*.parquet"))
+
+
+def test_answer_set_names_two_causes_where_the_tables_show_two(domain, oracle):
+    """The oracle's set answer reads the number of causes from the evidence: a strong checkout
+    bug with a strong tracking loss elsewhere is two findings; either alone is one. 17 of 20
+    required for each: a solver right 95% of the time fails with P(Bin(20, .95) < 17) = 0.016;
+    one that guessed the count (a coin) passes with P(Bin(20, .5) >= 17) = 0.0013."""
+    scm = domain.scm
+    onset = scm.panel.n_time - 10
+    bug = InterventionDraw("CHECKOUT_BUG", Slice.of(channel="search"), 0.6, Window(onset=onset))
+    loss = InterventionDraw("TRACKING_LOSS", Slice.of(region="north"), 0.6, Window(onset=onset))
+    pairs = singles = 0
+    for seed in range(N):
+        spec = EpisodeSpec(
+            f"p-{seed}", "audit-set", seed, 11, "CHECKOUT_BUG", None, 0, ("TRACKING_LOSS",)
+        )
+        both = build_episode(domain, spec, draw=bug, also=(loss,))
+        got = {(h.cause, h.slice) for h in oracle.answer_set(both.tables)}
+        pairs += got == {("CHECKOUT_BUG", "channel=search"), ("TRACKING_LOSS", "region=north")}
+        alone = oracle.answer_set(
+            episode(domain, "CHECKOUT_BUG", seed, 0.6, "channel=search").tables
+        )
+        singles += [(h.cause, h.slice) for h in alone] == [("CHECKOUT_BUG", "channel=search")]
+    assert pairs >= 17 and singles >= 17, (pairs, singles)

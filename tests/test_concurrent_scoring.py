@@ -299,7 +299,7 @@ def test_concurrent_floor_closed_form():
 def test_full_attribution_of_a_concurrent_episode_needs_the_exact_set():
     """The evaluation's FullAttr@1 counts a concurrent episode solved only when the answered set
     is the true set (each cause with its slice): one of the two, or the two plus an extra, is
-    not; a single-cause episode is scored as before."""
+    not; a single-cause episode is scored as before, unless the answer names several causes."""
     from causaltrace.scoring import score_episodes
 
     space = example_space()
@@ -311,10 +311,16 @@ def test_full_attribution_of_a_concurrent_episode_needs_the_exact_set():
         (json.dumps(causes(CHECKOUT, TRAFFIC, TRACKING)), PAIR),
         (json.dumps(causes(("CHECKOUT_BUG", "channel=social"), TRAFFIC)), PAIR),
         (json.dumps({"root_cause": "CHECKOUT_BUG", "slice": "channel=search"}), single),
+        # a second cause added to a single-cause episode: not the exact set either
+        (json.dumps(causes(CHECKOUT, TRAFFIC)), single),
+        (json.dumps(causes(CHECKOUT)), single),  # a one-cause list is the single answer
     ]
     outcomes = score_episodes(items, space)
-    assert [o.full_attribution for o in outcomes] == [True, True, False, False, False, True]
-    assert outcomes[-1].set_exact is None
+    assert [o.full_attribution for o in outcomes] == [
+        *(True, True, False, False, False, True),
+        *(False, True),
+    ]
+    assert outcomes[5].set_exact is None and outcomes[7].set_exact is None
 
 
 def test_causes_as_json_text_parse_like_the_list():

@@ -131,9 +131,9 @@ def test_done_records_and_manifest_state_the_config_and_generator(finished):
     assert all("generation" not in shard for shard in manifest["shards"])  # stated once
 
 
-def test_a_changed_generator_refuses_to_resume(finished, tmp_path, monkeypatch):
-    from causaltrace.datasets.generation import DatasetMismatchError
-
+def _half_done_copy(finished, tmp_path, monkeypatch):
+    """A copy of the finished dataset with its manifest and second shard gone, and a job whose
+    generator fingerprint differs from the recorded one (a refactor of the generator)."""
     out = tmp_path / "ds"
     shutil.copytree(finished, out)
     (out / "manifest.json").unlink()
@@ -145,7 +145,50 @@ def test_a_changed_generator_refuses_to_resume(finished, tmp_path, monkeypatch):
         "causaltrace.datasets.generation.generator_fingerprint",
         lambda name: {**real, "code_sha256": "0" * 64},
     )
-    with pytest.raises(DatasetMismatchError, match=r"generator\.code_sha256: recorded"):
+    return out, job
+
+
+def test_a_changed_generator_that_rebuilds_the_same_episodes_resumes(
+    finished, tmp_path, monkeypatch
+):
+    """A dataset's identity is what it holds: a generator whose code hash differs but that
+    rebuilds a sample of the done episodes byte for byte may finish the dataset, and finishes it
+    with the same bytes."""
+    out, job = _half_done_copy(finished, tmp_path, monkeypatch)
+    run(job, show_progress=False)
+    assert (out / "done" / "shard-00001.json").exists()
+    for episode_file in (finished / "private" / "labels").iterdir():
+        assert (out / "private" / "labels" / episode_file.name).read_bytes() == (
+            episode_file.read_bytes()
+        )
+    # A finished dataset is not rewritten by a run of that generator either.
+    manifest = (finished / "manifest.json").read_bytes()
+    copy = tmp_path / "finished"
+    shutil.copytree(finished, copy)
+    run(
+        Job.from_config({"out_dir": str(copy), **json_load(finished / "manifest.json")["config"]}),
+        show_progress=False,
+    )
+    assert (copy / "manifest.json").read_bytes() == manifest
+
+
+def test_a_changed_generator_that_rebuilds_differently_refuses(finished, tmp_path, monkeypatch):
+    from dataclasses import replace
+
+    from causaltrace.datasets import generation
+    from causaltrace.datasets.generation import DatasetMismatchError
+
+    out, job = _half_done_copy(finished, tmp_path, monkeypatch)
+    real = generation.build_episode
+
+    def shifted(domain, spec, *args, **kwargs):  # a generator whose labels moved by a day
+        episode = real(domain, spec, *args, **kwargs)
+        return replace(episode, label=replace(episode.label, onset=episode.label.onset + 1))
+
+    monkeypatch.setattr(generation, "build_episode", shifted)
+    with pytest.raises(
+        DatasetMismatchError, match=r"rebuilds its episodes differently \(.*its label"
+    ):
         run(job, show_progress=False)
     assert not (out / "done" / "shard-00001.json").exists()
 

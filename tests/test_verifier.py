@@ -12,10 +12,14 @@ from causaltrace import Background, InterventionDraw, Scale, Slice, Window, load
 from causaltrace.episodes.sampling import EpisodeSpec, build_episode
 from causaltrace.episodes.verify import VerifierConfig, scan_threshold, verify
 
+NO_TWINS = {"background": {"twins": {"count_weights": [1.0]}}}
+
 
 @pytest.fixture(scope="module")
 def domain():
-    return load_domain("ads", {"preset": "small"})
+    """The small account without twins of the causes (a twin may disapprove the very ad a
+    fixed draw below names, or cut a budget: on purpose, in generated episodes)."""
+    return load_domain("ads", {"preset": "small", **NO_TWINS})
 
 
 def check(domain, cause, strength=None, index=0, slice_text=None):
@@ -46,8 +50,10 @@ SIGNAL_CAUSES = sorted(c for c in STRONG if c != "NO_ANOMALY")
 
 
 @pytest.mark.parametrize("cause", SIGNAL_CAUSES)
-def test_zero_strength_is_rejected(domain, cause):
-    verdict = check(domain, cause, strength=0.0)
+def test_zero_strength_is_rejected(quiet_domain, cause):
+    # The default account: in the small one the onset falls in the holiday's demand ramp, where
+    # a budget-limited campaign loses more auctions to its budget with no cut at all.
+    verdict = check(quiet_domain, cause, strength=0.0)
     assert not verdict.accepted
     assert verdict.reason == "undetectable", verdict.reasons
 
@@ -80,7 +86,16 @@ def test_wrong_granularity_is_not_identifiable(domain):
     assert any(r.startswith("child_") for r in verdict.reasons), verdict.reasons
 
 
-def _no_signal_episode(domain, index, extra=()):
+@pytest.fixture(scope="module")
+def quiet_domain():
+    """The default account without twins of the causes: its background processes only (the
+    noise-calibration tests below are about the scans finding nothing where nothing acts; twins
+    act, on purpose). Default preset: its onsets fall after the holiday ramp, so no campaign's
+    budget starts binding by season inside the scanned window."""
+    return load_domain("ads", NO_TWINS)
+
+
+def _no_signal_episode(domain, index, extra=(), with_evidence=False):
     scm = domain.scm
     spec = EpisodeSpec(f"n-{index}", "verifier-noise", index, 5, "NO_ANOMALY", None)
     episode = build_episode(domain, spec)
@@ -95,34 +110,45 @@ def _no_signal_episode(domain, index, extra=()):
         )
     else:
         tables = episode.tables
-    return verify(
+    evidence = domain.evidence(tables)
+    verdict = verify(
         scm,
-        domain.evidence(tables),
+        evidence,
         episode.draw,
         alert_onset=domain.alert_onset(),
         no_signal=domain.no_signal_causes(),
     )
+    return (verdict, evidence) if with_evidence else verdict
 
 
-def test_no_signal_rejected_when_something_is_detectable(domain):
+def test_no_signal_rejected_when_something_is_detectable(quiet_domain):
+    """An outage hidden in a no-signal episode's background is found by the scan, unless it
+    accounts for too little of the alerts to be their root cause (something else in the
+    background moved them more): then that other finding rejects the episode."""
+    domain = quiet_domain
     onset = domain.alert_onset()
-    hidden = Scale(
-        "tag_fire_rate", where=Slice.of(browser_os="ios_safari"), window=Window(onset), factor=0.1
-    )
+    where = Slice.of(browser_os="ios_safari")
+    hidden = Scale("tag_fire_rate", where=where, window=Window(onset), factor=0.1)
+    named = 0
     for index in range(4):
-        verdict = _no_signal_episode(domain, index, extra=(hidden,))
+        verdict, evidence = _no_signal_episode(domain, index, (hidden,), with_evidence=True)
         assert not verdict.accepted
-        assert any("TRACKING_OUTAGE" in r for r in verdict.reasons), verdict.reasons
+        share = evidence.alert_share("TRACKING_OUTAGE", where.mask(domain.scm.panel), onset)
+        if any("TRACKING_OUTAGE" in r for r in verdict.reasons):
+            named += 1
+        else:
+            assert share < VerifierConfig().relevance_share, (verdict.reasons, share)
+    assert named >= 2
 
 
-def test_no_signal_false_rejections_stay_near_scan_alpha(domain):
+def test_no_signal_false_rejections_stay_near_scan_alpha(quiet_domain):
     """Pure-noise episodes are rejected at about the scans' family-wise rate alpha = 0.05.
 
     With n = 20 episodes and a true rate of at most 0.05, P(at least 6 rejections) =
     1 - BinomCDF(5; 20, 0.05) = 3e-4: six or more would mean the scans find causes in noise.
     """
     n, alpha = 20, VerifierConfig().scan_alpha
-    rejected = sum(not _no_signal_episode(domain, 100 + i).accepted for i in range(n))
+    rejected = sum(not _no_signal_episode(quiet_domain, 100 + i).accepted for i in range(n))
     bound = int(stats.binom.isf(3e-4, n, alpha))  # = 5
     assert rejected <= bound
 

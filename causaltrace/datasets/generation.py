@@ -47,16 +47,21 @@ from causaltrace.datasets.storage import (
     sha256_file,
     write_episode_dir,
 )
+from causaltrace.episodes.alert_shares import cause_alert_shares, weakest_cause
 from causaltrace.episodes.composition import allows_concurrent, assignments
 from causaltrace.episodes.difficulty import Difficulty
 from causaltrace.episodes.domain import Domain, domain_has_monitor, load_domain
 from causaltrace.episodes.labels import OracleLabel
+from causaltrace.episodes.oracle import OracleSolver, oracle_reading
 from causaltrace.episodes.sampling import (
     Episode,
     EpisodeSpec,
     build_episode,
     build_visible,
+    complete_episode,
     episode_id,
+    monitor_explanation,
+    simulate_attempt,
 )
 from causaltrace.episodes.verify import (
     Verdict,
@@ -71,7 +76,23 @@ FORMAT = "causaltrace-dataset/1"
 # Parts of the causaltrace package that take no part in generating a dataset: editing them
 # does not change the generator's fingerprint.
 _NOT_GENERATOR = frozenset(
-    {"tools", "env", "eval", "agents", "apps", "scoring", "plotting.py", "cli.py", "__main__.py"}
+    {
+        "tools",
+        "env",
+        "eval",
+        "agents",
+        "apps",
+        "scoring",
+        "audit",
+        "serve",
+        "training",
+        "interop",
+        "structure",
+        "plotting.py",
+        "cli.py",
+        "__main__.py",
+        "_moved.py",
+    }
 )
 # Libraries whose version can change the bytes of a dataset (random streams, quantiles, the
 # Parquet writer's output).
@@ -346,15 +367,63 @@ def verifier_measurements(label: OracleLabel, verdict: Verdict, typical: float) 
 _ORACLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def oracle_measurements(label: OracleLabel, domain: Domain, tables) -> dict:
-    """The oracle's reading of an accepted episode's tables: its answer, its posterior margin
-    and the posterior it puts on the truth (``causaltrace.audit.oracle``: the model known, the
-    draw not). One solver per domain, built on first use."""
-    from causaltrace.audit.oracle import OracleSolver, oracle_reading
+def oracle_measurements(
+    label: OracleLabel, domain: Domain, tables, verifier: VerifierConfig | None = None
+) -> dict:
+    """The oracle's reading of an episode's tables: its answer, its posterior margin and the
+    posterior it puts on the truth (:mod:`causaltrace.episodes.oracle`: the model known, the
+    draw not), with the verifier's scan level, practical SNR and relevance share. One solver
+    per domain and settings, built on first use."""
+    verifier = VerifierConfig() if verifier is None else verifier
+    key = (verifier.scan_alpha, verifier.snr, verifier.relevance_share)
+    solvers = _ORACLES.setdefault(domain, {})
+    if key not in solvers:
+        solvers[key] = OracleSolver(
+            domain,
+            scan_alpha=verifier.scan_alpha,
+            snr=verifier.snr,
+            relevance_share=verifier.relevance_share,
+        )
+    return oracle_reading(solvers[key], tables, label.causes)
 
-    if domain not in _ORACLES:
-        _ORACLES[domain] = OracleSolver(domain)
-    return oracle_reading(_ORACLES[domain], tables, label.causes)
+
+def check_oracle(label: OracleLabel, reading: Mapping[str, Any], verifier: VerifierConfig):
+    """The oracle gate: reject a label the tables do not support (the oracle's answer names no
+    true cause); None when the oracle agrees or the gate is off."""
+    answer = reading.get("oracle_answer")
+    if not verifier.check_oracle or answer is None:
+        return None
+    if answer["cause"] in {cause for cause, _ in label.causes}:
+        return None
+    where = answer["slice"] or "all"
+    return Verdict(False, (f"oracle_disagrees:{answer['cause']}@{where}",), {})
+
+
+def check_cause_shares(
+    shares: Mapping[str, Mapping[str, float]] | None, verifier: VerifierConfig
+) -> Verdict | None:
+    """Every cause of a concurrent episode must make ``verifier.concurrent_share`` of one of the
+    prompt's alerts; None when each does (or the check cannot apply)."""
+    if not shares or len(shares) < 2 or not verifier.check_alert:
+        return None
+    cause, best = weakest_cause(shares)
+    if best >= verifier.concurrent_share:
+        return None
+    return Verdict(False, (f"cause_unexplained:{cause}:share={best:.2f}",), {})
+
+
+def with_alert_shares(
+    label: OracleLabel, shares: Mapping[str, Mapping[str, float]] | None
+) -> OracleLabel:
+    """``label`` with each cause's share of every shown alert in its ``extra["alert_shares"]``
+    (the first cause's in the label's own extra, a further cause's in its ``also`` entry)."""
+    if shares is None:
+        return label
+    extra = {**label.extra, "alert_shares": dict(shares[label.cause])}
+    also = tuple(
+        replace(c, extra={**c.extra, "alert_shares": dict(shares[c.cause])}) for c in label.also
+    )
+    return replace(label, extra=extra, also=also)
 
 
 def with_measured_difficulty(label: OracleLabel, measured: Mapping[str, Any]) -> OracleLabel:
@@ -373,16 +442,30 @@ def accept_episode(
     typical = typical_snr(domain, spec.cause)
     verifier = domain.difficulty.verifier(verifier, typical)
     verdicts: list[Verdict] = []
+    monitored = domain_has_monitor(domain)
+    signal = spec.cause not in domain.no_signal_causes()
     for attempt in range(max_attempts):
-        episode = build_episode(domain, spec.with_attempt(attempt))
+        simulated = simulate_attempt(domain, spec.with_attempt(attempt))
+        alert = monitor_explanation(domain, simulated.worlds) if monitored else None
+        if monitored:  # the alert gate, before any table is rendered
+            gate = verify_alert(alert, signal=signal, config=verifier)
+            if not gate.accepted:
+                verdicts.append(gate)
+                continue
+        episode = complete_episode(domain, simulated, alert)
         verdict = verify_episode(domain, episode, verifier)
+        shares = reading = None
+        if verdict.accepted:  # the costlier checks, cheapest first
+            shares = cause_alert_shares(domain, episode)
+            verdict = check_cause_shares(shares, verifier) or verdict
+        if verdict.accepted:
+            reading = oracle_measurements(episode.label, domain, episode.tables, verifier)
+            verdict = check_oracle(episode.label, reading, verifier) or verdict
         verdicts.append(verdict)
         if verdict.accepted:
-            measured = {
-                **verifier_measurements(episode.label, verdict, typical),
-                **oracle_measurements(episode.label, domain, episode.tables),
-            }
+            measured = {**verifier_measurements(episode.label, verdict, typical), **reading}
             label = with_measured_difficulty(episode.label, measured)
+            label = with_alert_shares(label, shares)
             return replace(episode, label=label), verdicts
     reasons = Counter(v.reason for v in verdicts)
     causes = " + ".join(spec.causes)
@@ -510,16 +593,22 @@ def _shown(value: Any) -> str:
 
 def check_existing(job: Job) -> None:
     """Refuse to generate into a directory whose manifest or done records state another config
-    or generator (:class:`DatasetMismatchError` naming each difference); pass for an empty
-    directory and for a resume with the same config and code."""
+    (:class:`DatasetMismatchError` naming each difference); pass for an empty directory and for
+    a resume with the same config and code.
+
+    A dataset's identity is what it contains: recorded with another generator (a refactor, a
+    new package version), it is accepted when a sample of its episodes, one per cause and slice
+    order, rebuilds from its specs with this generator to the same labels, prompts and frozen
+    files (:func:`rebuild_differences`); otherwise the refusal names what differs."""
     layout = DatasetLayout(job.out_dir)
     current = job.identity()
     manifest = json_load(layout.manifest) if layout.manifest.exists() else None
+    recorded: list[tuple[Path, Mapping[str, Any], bool]] = []
     if manifest is not None:
-        recorded = {"config": manifest.get("config")}
+        identity = {"config": manifest.get("config")}
         if "generator" in manifest:  # manifests of causaltrace before issue 12 lack it
-            recorded["generator"] = manifest["generator"]
-        _refuse_if_different(job, layout.manifest, recorded, current, finished=True)
+            identity["generator"] = manifest["generator"]
+        recorded.append((layout.manifest, identity, True))
     done_dir = layout.root / "done"
     for path in sorted(done_dir.glob("shard-*.json")) if done_dir.is_dir() else ():
         generation = json_load(path).get("generation")
@@ -531,11 +620,85 @@ def check_existing(job: Job) -> None:
                 f"{job.out_dir} cannot be checked to match; finish it with the version that "
                 "started it, or use a new out_dir"
             )
-        _refuse_if_different(job, path, generation, current, finished=False)
+        recorded.append((path, generation, False))
+    verified = False
+    for source, identity, finished in recorded:
+        diff = _differences(identity, {k: current[k] for k in identity})
+        if any(not path.startswith("generator") for path, _, _ in diff):
+            _refuse_if_different(job, source, identity, current, finished=finished)
+        if diff and not verified:  # the generator alone differs: what does it rebuild?
+            problems = rebuild_differences(job)
+            if problems:
+                _refuse_if_different(
+                    job, source, identity, current, finished=finished, why=problems
+                )
+            verified = True
+
+
+def rebuild_differences(job: Job, per_kind: int = 1) -> list[str]:
+    """Rebuild a sample of a dataset's done episodes from their specs with this generator and
+    name every difference from what the dataset holds: labels (what the episode was built
+    with, before the measurements acceptance adds), prompts, and the files the done records
+    froze. The sample: ``per_kind`` episodes of each (cause, slice order, concurrent) kind
+    present, the first in index order."""
+    layout = DatasetLayout(job.out_dir)
+    done = [s for s in range(job.n_shards) if layout.done(s).exists()]
+    if not done:
+        return []
+    domain = job.make_domain()
+    specs = {r["episode_id"]: r for s in done for r in read_jsonl(layout.specs(s))}
+    labels = {r["episode_id"]: r for s in done for r in read_jsonl(layout.labels(s))}
+    prompts = {r["episode_id"]: r["prompt"] for s in done for r in read_jsonl(layout.index(s))}
+    frozen = {
+        rel: digest
+        for s in done
+        for rel, digest in json_load(layout.done(s))["files"].items()
+        if rel.startswith("public/episodes/")
+    }
+    chosen: dict[tuple, list[str]] = {}
+    for episode in sorted(specs):
+        spec = specs[episode]
+        kind = (spec["cause"], spec.get("slice_order"), tuple(spec.get("also") or ()))
+        if len(chosen.setdefault(kind, [])) < per_kind:
+            chosen[kind].append(episode)
+    problems = []
+    for episode in (e for group in chosen.values() for e in group):
+        rebuilt = build_episode(domain, EpisodeSpec.from_dict(specs[episode]))
+        if _built_label(rebuilt.label.to_dict()) != _built_label(labels[episode]):
+            problems.append(f"{episode}: its label")
+        if rebuilt.prompt != prompts[episode]:
+            problems.append(f"{episode}: its prompt")
+        prefix = f"public/episodes/{episode}/"
+        mine = {rel[len(prefix) :]: d for rel, d in frozen.items() if rel.startswith(prefix)}
+        if mine:
+            with tempfile.TemporaryDirectory() as tmp:
+                write_episode_dir(
+                    Path(tmp), rebuilt.tables, rebuilt.prompt, domain.data_dictionary()
+                )
+                changed = sorted(n for n, d in mine.items() if sha256_file(Path(tmp) / n) != d)
+            problems += [f"{episode}: {name}" for name in changed]
+    return problems
+
+
+def _built_label(label: Mapping[str, Any]) -> str:
+    """A label as :func:`build_episode` makes it: without what acceptance adds after (the
+    verifier's and the oracle's measurements, each cause's share of the alerts)."""
+    data = json.loads(json.dumps(label, sort_keys=True))
+    extra = data.get("extra") or {}
+    extra.pop("alert_shares", None)
+    (extra.get("difficulty") or {}).pop("measured", None)
+    for other in data.get("also") or ():
+        (other.get("extra") or {}).pop("alert_shares", None)
+    return json.dumps(data, sort_keys=True)
 
 
 def _refuse_if_different(
-    job: Job, source: Path, recorded: Mapping[str, Any], current: Mapping[str, Any], finished: bool
+    job: Job,
+    source: Path,
+    recorded: Mapping[str, Any],
+    current: Mapping[str, Any],
+    finished: bool,
+    why: list[str] | None = None,
 ) -> None:
     diff = _differences(recorded, {k: current[k] for k in recorded})
     if not diff:
@@ -548,10 +711,14 @@ def _refuse_if_different(
     if len(diff) > 8:
         details += f"; and {len(diff) - 8} more"
     held = "a finished dataset" if finished else "shards"
+    rebuilt = ""
+    if why:
+        shown = "; ".join(why[:6]) + (f"; and {len(why) - 6} more" if len(why) > 6 else "")
+        rebuilt = f" This generator rebuilds its episodes differently ({shown})."
     raise DatasetMismatchError(
         f"{job.out_dir} holds {held} made with a different {' and '.join(kinds)} "
-        f"(recorded in {source}): {details}. Generating into it would mix the two; use a new "
-        f"out_dir, delete {job.out_dir}, or run with the recorded settings"
+        f"(recorded in {source}): {details}.{rebuilt} Generating into it would mix the two; "
+        f"use a new out_dir, delete {job.out_dir}, or run with the recorded settings"
     )
 
 
@@ -604,7 +771,10 @@ def _progress_bar(total: int, desc: str, enabled: bool):
 
 
 def write_manifest(job: Job) -> Path | None:
-    """The manifest, once every shard is done (idempotent: same shards, same bytes)."""
+    """The manifest, once every shard is done (idempotent: same shards, same bytes). A manifest
+    already there for the same config and shards is kept as it is, generator record included:
+    a dataset another generator made and this one rebuilds identically (:func:`check_existing`)
+    is not rewritten."""
     from causaltrace import __version__
 
     layout = DatasetLayout(job.out_dir)
@@ -614,6 +784,10 @@ def write_manifest(job: Job) -> Path | None:
             return None
         record = json_load(layout.done(shard))
         records.append({k: v for k, v in record.items() if k != "generation"})
+    if layout.manifest.exists():
+        held = json_load(layout.manifest)
+        if held.get("config") == job.config_record() and held.get("shards") == records:
+            return layout.manifest
     manifest = {
         "format": FORMAT,
         "package_version": __version__,

@@ -13,7 +13,7 @@ not explain (``causaltrace.datasets.generation.verify_episode``).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -84,6 +84,28 @@ def raised_alert(readings: Sequence[AlertReading]) -> AlertReading | None:
     """The alert the rule raises: the fired reading of the largest severity (the first in
     ``readings`` on ties, so a domain decides by its order); None if nothing fired."""
     return max((r for r in readings if r.fired), key=lambda r: r.severity, default=None)
+
+
+def raised_alerts(
+    readings: Sequence[AlertReading],
+    limit: int = 3,
+    group: Callable[[AlertReading], Hashable] = lambda r: r.kpi,
+) -> list[AlertReading]:
+    """The alerts an on-call page shows: the fired readings, most severe first, at most one per
+    ``group`` (default: per KPI, so a move seen in the account and in one of its campaigns pages
+    once), at most ``limit``. The first is :func:`raised_alert`'s; a page with several alerts
+    lets causes that move different KPIs each show where they act. Empty if nothing fired."""
+    fired = sorted(
+        (r for r in readings if r.fired),
+        key=lambda r: r.severity,
+        reverse=True,  # sorted is stable: equal severities keep the domain's order
+    )
+    shown: dict[Hashable, AlertReading] = {}
+    for reading in fired:
+        shown.setdefault(group(reading), reading)
+        if len(shown) >= max(int(limit), 1):
+            break
+    return list(shown.values())
 
 
 @dataclass(frozen=True)

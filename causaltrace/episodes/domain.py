@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from causaltrace.episodes.alerts import AlertReading
+from causaltrace.episodes.alerts import AlertReading, raised_alerts
 from causaltrace.episodes.difficulty import Difficulty, apply_difficulty
 from causaltrace.errors import CausalTraceError
 from causaltrace.model.intervention_points import InterventionDraw
@@ -67,6 +67,11 @@ class Domain(ABC):
     # The domain's config keys that a difficulty tier may set (``difficulty.domain``), each with
     # what it dials; see causaltrace/episodes/difficulty.py.
     difficulty_knobs: ClassVar[Mapping[str, str]] = {}
+    # The agent-visible tables of events and settings, not metrics (a change history, the
+    # campaigns or ads with their statuses, a deploy log). Legitimate evidence, but a rule on
+    # them alone must not name a cause: the audit's per-cause rule probe reads only these and
+    # the alert line (causaltrace/audit/rules.py, docs/audit.md).
+    record_tables: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, config: Mapping[str, Any] | None = None):
         config = dict(config or {})
@@ -160,6 +165,15 @@ class Domain(ABC):
         not apply to it.
         """
         raise NotImplementedError(f"domain {self.name!r} has no monitoring rule")
+
+    def shown_alerts(self, readings: Sequence[AlertReading]) -> list[AlertReading]:
+        """The alerts the prompt shows, most severe first: the first is
+        :func:`~causaltrace.episodes.alerts.raised_alert`'s, which the explained-alert gate
+        checks, and each cause of a concurrent episode must make a share of one of them.
+        Default: that one alert alone. A domain whose prompt pages several (so that causes
+        moving different KPIs each show) returns them, e.g. with
+        :func:`~causaltrace.episodes.alerts.raised_alerts`."""
+        return raised_alerts(readings, limit=1)
 
     def monitor_tables(self, world: World) -> Mapping[str, pd.DataFrame]:
         """The tables :meth:`alert_readings` reads, rendered from ``world`` without randomness,

@@ -152,6 +152,74 @@ def _render(domain: Domain, world, draw, also, background, rng):
     return domain.render(world, draw, background, rng, also=also)
 
 
+@dataclass(frozen=True)
+class Attempt:
+    """One attempt simulated but not yet rendered: what the cheap checks read (the worlds), and
+    what rendering needs (the draws, the background, the report stream)."""
+
+    spec: EpisodeSpec
+    draw: InterventionDraw
+    also: tuple[InterventionDraw, ...]
+    background: Background
+    worlds: Worlds
+    render_rng: np.random.Generator
+
+
+def simulate_attempt(
+    domain: Domain,
+    spec: EpisodeSpec,
+    draw: InterventionDraw | None = None,
+    also: tuple[InterventionDraw, ...] | None = None,
+) -> Attempt:
+    """Draw and simulate both worlds of one attempt (deterministic in ``spec``); nothing is
+    rendered, so an attempt the alert gate rejects costs no tables."""
+    draw, also, background, worlds, render_rng = _simulate(
+        domain, spec, draw, counterfactual=True, also=also
+    )
+    return Attempt(spec, draw, also, background, worlds, render_rng)
+
+
+def monitor_explanation(domain: Domain, worlds: Worlds) -> AlertExplanation | None:
+    """The alert explanation read on the monitor tables of both worlds (no rendering): the same
+    readings the agent's tables give, by the :meth:`Domain.monitor_tables` contract; None if
+    the domain has no monitor or the factual world raises no alert."""
+    if not domain_has_monitor(domain):
+        return None
+    factual = domain.alert_readings(domain.monitor_tables(worlds.factual))
+    counterfactual = domain.alert_readings(domain.monitor_tables(worlds.counterfactual))
+    return explain_alert(factual, counterfactual)
+
+
+def complete_episode(
+    domain: Domain, attempt: Attempt, alert: AlertExplanation | None = None
+) -> Episode:
+    """Render, prompt and label a simulated attempt (``alert``: its explanation if already
+    read, e.g. by :func:`monitor_explanation`)."""
+    tables = _render(
+        domain,
+        attempt.worlds.factual,
+        attempt.draw,
+        attempt.also,
+        attempt.background,
+        attempt.render_rng,
+    )
+    prompt = domain.task_prompt(tables)
+    if alert is None:
+        alert = explain_episode_alert(domain, tables, attempt.worlds)
+    label = make_label(domain, attempt.spec, attempt.draw, attempt.worlds, alert, also=attempt.also)
+    return Episode(
+        attempt.spec,
+        attempt.draw,
+        attempt.background,
+        attempt.worlds,
+        tables,
+        prompt,
+        label,
+        alert,
+        attempt.also,
+    )
+
+
 def build_episode(
     domain: Domain,
     spec: EpisodeSpec,
@@ -164,14 +232,7 @@ def build_episode(
     tests and ablations that need a given slice or strength); every other random stream is the
     spec's.
     """
-    draw, also, background, worlds, render_rng = _simulate(
-        domain, spec, draw, counterfactual=True, also=also
-    )
-    tables = _render(domain, worlds.factual, draw, also, background, render_rng)
-    prompt = domain.task_prompt(tables)
-    alert = explain_episode_alert(domain, tables, worlds)
-    label = make_label(domain, spec, draw, worlds, alert, also=also)
-    return Episode(spec, draw, background, worlds, tables, prompt, label, alert, also)
+    return complete_episode(domain, simulate_attempt(domain, spec, draw, also))
 
 
 def explain_episode_alert(

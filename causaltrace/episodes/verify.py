@@ -18,6 +18,13 @@ cause ``c``, slice ``S`` and onset ``t0``:
 4. for a no-signal cause: no cause's signature fires on any of its candidate slices at the alert
    window.
 
+Relevance: a signature that fires where it cannot account for the alert (a bid raise that moved
+a small segment while the alert is about conversions in another campaign, a disapproved ad whose
+siblings took over its traffic) is not a competing root cause of *the movement*: it is the
+account's everyday change. Where the domain's evidence estimates how much of the prompt's
+alerts a hypothesis accounts for (the optional :meth:`Evidence.alert_share`), checks 3 and 4
+count a firing signature only if it accounts for at least ``relevance_share`` of an alert.
+
 A concurrent episode (two simultaneous causes) is accepted by :func:`verify_concurrent` only if
 *each* cause passes 1-3 on its own slice, with the other true cause not counted as a confuser
 of it (it is at work, so its signature may fire); a further cause's rejection reasons carry the
@@ -37,7 +44,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -101,6 +108,35 @@ class Evidence(Protocol):
         (default: every cell not in ``cells``); ``None`` if the cause has no signature or the
         tables the signature reads cannot resolve the cells."""
 
+    # Optional (a domain's evidence may leave it out; then every firing signature counts):
+    # def alert_share(self, cause: str, cells: np.ndarray | None, onset: int) -> float | None:
+    #     """The largest share of one of the prompt's alerts that ``cause`` acting on ``cells``
+    #     from ``onset`` accounts for, estimated from the tables (None: cannot be told)."""
+
+
+def alert_share(
+    evidence: Evidence, cause: str, cells: np.ndarray | None, onset: int
+) -> float | None:
+    """``evidence.alert_share(...)`` if the domain's evidence estimates it, else None."""
+    method = getattr(evidence, "alert_share", None)
+    return None if method is None else method(cause, cells, onset)
+
+
+def is_relevant(
+    evidence: Evidence,
+    cause: str,
+    cells: np.ndarray | None,
+    onset: int,
+    config: VerifierConfig,
+) -> bool:
+    """Whether a hypothesis could be a root cause of the alerted movement: it accounts for at
+    least ``config.relevance_share`` of an alert (True where that cannot be estimated, or with
+    the check off)."""
+    if config.relevance_share is None:
+        return True
+    share = alert_share(evidence, cause, cells, onset)
+    return share is None or share >= config.relevance_share
+
 
 @dataclass(frozen=True)
 class VerifierConfig:
@@ -114,6 +150,15 @@ class VerifierConfig:
     check_confusers: bool = True
     explained_share: float = 0.5  # share of the alerted move a signal cause must have made
     check_alert: bool = True  # the explained-alert gate (domains with a monitor only)
+    # A firing signature that accounts for less of every alert than this is the account's
+    # everyday change, not a competing root cause (None: every firing signature counts).
+    relevance_share: float | None = 0.25
+    # Each further cause of a concurrent episode must make at least this share of one of the
+    # prompt's alerts (its Shapley share, factual against counterfactual with the same noise).
+    concurrent_share: float = 0.25
+    # The oracle (causaltrace.episodes.oracle), reading the tables with the model known and the
+    # draw not, must name a true cause: a label the data cannot support is rejected.
+    check_oracle: bool = True
     # A difficulty tier's band [low, high) of the detection SNR (causaltrace.episodes.difficulty; high
     # None: unbounded). It bounds only the detection statistic: the identifiability checks keep
     # ``snr`` (a strong tier must not demand that every sub-slice be strong too).
@@ -175,15 +220,27 @@ def scan_stats(evidence: Evidence, scm, cause: str, onset: int) -> list[tuple[Sl
 
 
 def fires(
-    stats: list[tuple[Slice, Statistic]], threshold: float, config: VerifierConfig
+    stats: list[tuple[Slice, Statistic]],
+    threshold: float,
+    config: VerifierConfig,
+    relevant: Callable[[Slice], bool] | None = None,
 ) -> tuple[bool, float, str]:
-    """Whether any statistic is significant at ``threshold`` and practically large (SNR);
-    with the best z and its slice."""
+    """Whether any statistic is significant at ``threshold``, practically large (SNR) and, if
+    ``relevant`` is given, relevant to the alert; with the best z and its slice."""
     if not stats:
         return False, 0.0, ""
     best_slice, best = max(stats, key=lambda item: item[1].z)
-    fired = any(s.z >= threshold and s.snr >= config.snr for _, s in stats)
+    fired = any(
+        s.z >= threshold and s.snr >= config.snr and (relevant is None or relevant(sl))
+        for sl, s in stats
+    )
     return fired, best.z, best_slice.canonical()
+
+
+def _relevance(evidence: Evidence, scm, cause: str, onset: int, config: VerifierConfig):
+    """A slice -> relevant predicate for ``cause``'s candidate slices at ``onset``."""
+    masks = {sl: mask for sl, mask in _candidates(scm, cause)}
+    return lambda sl: is_relevant(evidence, cause, masks.get(sl), onset, config)
 
 
 def children(panel: Panel, sl: Slice) -> list[Slice]:
@@ -230,7 +287,8 @@ def verify(
         threshold = scan_threshold(config.scan_alpha, sum(len(v) for v in scans.values()))
         reasons, stats = [], {"scan_threshold": threshold}
         for other, found in scans.items():
-            fired, best_z, where = fires(found, threshold, config)
+            relevant = _relevance(evidence, scm, other, alert_onset, config)
+            fired, best_z, where = fires(found, threshold, config, relevant)
             stats[f"scan_z:{other}"] = best_z
             if fired:
                 reasons.append(f"no_signal_detects:{other}@{where or 'all'}")
@@ -280,7 +338,8 @@ def verify(
             found = scan_stats(evidence, scm, other, onset)
             threshold = scan_threshold(config.scan_alpha, len(found))
             rivals = [(sl, st) for sl, st in found if st.snr >= config.confuser_ratio * stat.snr]
-            fired, best_z, where = fires(rivals, threshold, config)
+            relevant = _relevance(evidence, scm, other, onset, config)
+            fired, best_z, where = fires(rivals, threshold, config, relevant)
             stats[f"confuser_z:{other}"] = max((st.z for _, st in found), default=0.0)
             if fired:
                 reasons.append(f"confusable:{other}@{where or 'all'}")

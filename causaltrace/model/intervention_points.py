@@ -19,6 +19,8 @@ from causaltrace.model.panel import Panel
 from causaltrace.model.profiles import Profile, Step, Window, profile_name
 from causaltrace.model.slices import Slice, enumerate_slices
 
+ExtrasSampler = Callable[[np.random.Generator, Panel, Slice], Mapping[str, Any]]
+
 
 @dataclass(frozen=True)
 class InterventionPrior:
@@ -30,6 +32,10 @@ class InterventionPrior:
     - ``strength``: ``(low, high)``; drawn uniformly, or log-uniformly with ``log_strength``.
     - ``onset``: ``(first, last)`` time indices, inclusive; negative counts from the end.
     - ``profiles`` and ``profile_weights``: the onset profiles and their probabilities.
+    - ``extras``: an optional sampler of further parameters a cause needs beyond slice,
+      strength, onset and profile (e.g. which campaigns a budget cut reaches), called last with
+      the same generator and the slice, so a point without one draws what it always drew. Its
+      values must be plain JSON data (they are recorded in the label).
     """
 
     slice_dims: tuple[tuple[str, ...], ...] = ((),)
@@ -40,6 +46,7 @@ class InterventionPrior:
     onset: tuple[int, int] = (0, 0)
     profiles: tuple[Profile, ...] = (Step(),)
     profile_weights: tuple[float, ...] | None = None
+    extras: ExtrasSampler | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "slice_dims", tuple(tuple(d) for d in self.slice_dims))
@@ -65,16 +72,20 @@ class InterventionPrior:
 
 @dataclass(frozen=True)
 class InterventionDraw:
-    """One sampled set of parameters for an intervention point (the hidden ground truth)."""
+    """One sampled set of parameters for an intervention point (the hidden ground truth).
+
+    ``extras`` holds what the point's prior drew beyond slice, strength, onset and profile
+    (:attr:`InterventionPrior.extras`); empty for most points."""
 
     point: str
     slice: Slice
     strength: float
     window: Window
+    extras: Mapping[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         profile = self.window.profile
-        return {
+        data = {
             "point": self.point,
             "slice": self.slice.canonical() or None,
             "strength": float(self.strength),
@@ -83,6 +94,9 @@ class InterventionDraw:
             "profile": profile_name(profile),
             "profile_params": {k: v for k, v in vars(profile).items()},
         }
+        if self.extras:  # (draws without extras keep the form they had before)
+            data["extras"] = dict(self.extras)
+        return data
 
 
 Builder = Callable[[InterventionDraw], Sequence[Intervention]]
@@ -149,7 +163,10 @@ class InterventionPoint:
             )
         onset = int(rng.integers(first, last + 1))
         profile = prior.profiles[_choice(rng, len(prior.profiles), prior.profile_weights)]
-        return InterventionDraw(self.name, sl, strength, Window(onset=onset, profile=profile))
+        extras = {} if prior.extras is None else dict(prior.extras(rng, panel, sl))
+        return InterventionDraw(
+            self.name, sl, strength, Window(onset=onset, profile=profile), extras
+        )
 
     def interventions(self, draw: InterventionDraw) -> tuple[Intervention, ...]:
         if draw.point != self.name:

@@ -10,7 +10,7 @@ compose by wrapping in order: the second sees the output of the first.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -20,13 +20,26 @@ from causaltrace.model.profiles import Window
 from causaltrace.model.slices import WHOLE_PANEL, Slice
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Intervention:
-    """Base class: a node, the cells it touches, and when. Subclasses define :meth:`target`."""
+    """Base class: a node, the cells it touches, and when. Subclasses define :meth:`target`.
+
+    Interventions are values: two are equal when they are of one type with equal fields, array
+    fields (a per-cell factor or value) compared element by element."""
 
     node: str
     where: Slice = WHOLE_PANEL
     window: Window = field(default_factory=Window)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        return all(
+            _same(getattr(self, f.name), getattr(other, f.name)) for f in fields(self) if f.compare
+        )
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self.node, self.where, self.window))
 
     @property
     def extra_parents(self) -> tuple[str, ...]:
@@ -68,7 +81,7 @@ class Intervention:
         return f"{type(self).__name__}({self.node}) on {where} from t={self.window.onset}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Do(Intervention):
     """Set the node to ``value`` (a scalar or an array broadcastable to the panel)."""
 
@@ -78,7 +91,7 @@ class Do(Intervention):
         return np.broadcast_to(np.asarray(self.value, dtype=np.float64), value.shape)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Shift(Intervention):
     """Add ``delta`` to the node."""
 
@@ -88,17 +101,18 @@ class Shift(Intervention):
         return value + self.delta
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Scale(Intervention):
-    """Multiply the node by ``factor``."""
+    """Multiply the node by ``factor``: a scalar, or an array broadcastable to the panel (a
+    per-cell factor, e.g. an effect whose size differs by segment as the mechanism says)."""
 
-    factor: float = 1.0
+    factor: float | np.ndarray = 1.0
 
     def target(self, value, parents, noise, panel):
         return value * self.factor
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Replace(Intervention):
     """Swap in a new mechanism, which may read extra ``parents`` (added as graph edges)."""
 
@@ -139,6 +153,12 @@ class IntervenedMechanism:
             blended = np.rint(blended)
         # Cells outside the slice and window keep the original value bit for bit.
         return np.where(touched, blended, value).astype(value.dtype, copy=False)
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return np.shape(a) == np.shape(b) and bool(np.array_equal(a, b))
+    return bool(a == b)
 
 
 def intervene_node(node: Node, intervention: Intervention) -> Node:

@@ -82,7 +82,13 @@ class EpisodeOutcome:
             slice_jaccard=space.jaccard(answer.slice, true_slice) if answer else 0.0,
             reward=None if reward is None else float(reward.score),
             terms={} if reward is None else dict(reward.terms),
-            set_exact=_set_exact(answer, label, space) if label.concurrent else None,
+            # Exact sets wherever either side names several causes: an answer that adds a
+            # second cause to a single-cause episode is not a full attribution.
+            set_exact=(
+                _set_exact(answer, label, space)
+                if label.concurrent or (answer is not None and answer.also)
+                else None
+            ),
         )
 
     @property
@@ -100,7 +106,8 @@ class EpisodeOutcome:
     @property
     def full_attribution(self) -> bool:
         """Right cause and, where it takes a slice, exactly the right slice; for a concurrent
-        episode, exactly the right set of causes, each with its slice."""
+        episode, or an answer naming several causes, exactly the right set of causes, each
+        with its slice."""
         if self.set_exact is not None:
             return self.parse_ok and self.set_exact
         return self.cause_correct and (not self.takes_slice or self.slice_exact)

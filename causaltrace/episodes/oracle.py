@@ -22,8 +22,9 @@ statistics are built on: a statistic's ``z`` is N(0, 1) without an effect):
   * for each child C of S (one condition added, any dimension, as the verifier's
     :func:`~causaltrace.episodes.verify.children`), the rest of the slice S \\ C, compared with the cells
     outside S, should show S's effect: with ``e`` the effect measured on S and ``se`` the
-    standard error of the rest, its expected z is ``e / se``; the shortfall
-    ``max(e / se - z_rest, 0)^2 / 2`` of the child that contradicts S most is subtracted;
+    standard error of the rest, its expected z is ``m = e / se``; the log-likelihood ratio of
+    "no effect in the rest" (the child alone) against "the slice's effect there",
+    ``m (m / 2 - z_rest)``, of the child that contradicts S most is subtracted when positive;
 
 - the no-signal hypothesis (each of ``domain.no_signal_causes()``) scores ``t^2 / 2 - log n``,
   with ``t`` the verifier's Bonferroni scan threshold over every (cause, slice, onset) test the
@@ -36,6 +37,12 @@ Practical size: as the verifier's scan requires a significant *and* practically 
 (SNR >= ``snr``, the verifier's threshold) to say a cause fired, a hypothesis whose SNR is below
 ``snr`` has its score capped where it ties the no-signal hypothesis (and ties go to no signal):
 a significant but tiny move, or a statistic whose z is overconfident, does not beat "nothing".
+
+Relevance: the question is the root cause of the alerted movement. A hypothesis whose effect,
+where the domain's evidence can estimate it (:meth:`~causaltrace.episodes.verify.Evidence.alert_share`),
+accounts for less than ``relevance_share`` of every alert in the prompt is capped the same way:
+an edit that moved its own small segment, or an ad whose siblings took over its traffic, is not
+the answer however clearly its signature shows.
 
 Prior: uniform over causes, and uniform over a cause's candidate slices within it (``-log n_c``,
 a multiplicity correction of its own). Posterior: softmax of score + log prior over all
@@ -60,7 +67,7 @@ from typing import Any
 import numpy as np
 
 from causaltrace.episodes.domain import Domain
-from causaltrace.episodes.verify import _candidates, children, scan_threshold
+from causaltrace.episodes.verify import _candidates, alert_share, children, scan_threshold
 from causaltrace.model.slices import Slice
 
 
@@ -96,6 +103,7 @@ class _Candidate:
     onset: int | None = None
     penalty: float = 0.0
     refined: bool = False
+    share: float | None = None  # of the prompt's alerts (None: not estimated)
 
     def llr(self) -> float:
         return 0.5 * max(self.z, 0.0) ** 2 - self.penalty
@@ -113,8 +121,10 @@ class OracleSolver:
         onset_step: int = 2,
         refine_top: int = 5,
         onsets: Sequence[int] | None = None,
+        relevance_share: float | None = 0.25,
     ):
         self.domain = domain
+        self.relevance_share = relevance_share
         self.scm = domain.scm
         self.no_signal = tuple(domain.no_signal_causes())
         self.signal = tuple(c for c in self.scm.intervention_points if c not in self.no_signal)
@@ -161,6 +171,8 @@ class OracleSolver:
         cells = cand.mask  # None: the whole panel
         if cand.onset is None:
             return
+        if self.relevance_share is not None:
+            cand.share = alert_share(evidence, cand.cause, cells, cand.onset)
         panel, onset, penalty = self.scm.panel, cand.onset, 0.0
         if cells is not None:
             for parent in cand.slice.parents():
@@ -182,14 +194,32 @@ class OracleSolver:
             if stat is None or not (stat.se > 0) or not math.isfinite(stat.se):
                 continue
             expected = max(cand.effect, 0.0) / stat.se
-            worst = max(worst, 0.5 * max(expected - float(stat.z), 0.0) ** 2)
+            # The rest's evidence for "only the child" (no effect in the rest) against "the
+            # whole slice" (the slice's effect in the rest too): the log-likelihood ratio of
+            # N(0, 1) against N(expected, 1) at its z, when positive. A rest whose effect is
+            # far from zero, if not exactly the slice's size (a saturated effect: an ad that
+            # stopped serving is at zero everywhere), says nothing for the child.
+            # Both in the effect's own units (effect / se): a score-test z, which does not grow
+            # linearly with a large effect, would make any large effect look short.
+            z_rest = float(stat.effect) / stat.se
+            worst = max(worst, expected * (0.5 * expected - z_rest))
         cand.penalty = penalty + worst
 
+    def _irrelevant(self, cand: _Candidate) -> bool:
+        return (
+            self.relevance_share is not None
+            and cand.share is not None
+            and cand.share < self.relevance_share
+        )
+
     def _score(self, cand: _Candidate) -> float:
-        """The LLR; below the practical SNR it is capped where it ties "no signal"."""
+        """The LLR; below the practical SNR, or accounting for too little of the alerts, it is
+        capped where it ties "no signal"."""
         llr = cand.llr()
-        if self.no_signal and cand.snr < self.snr:
-            llr = min(llr, self.null_score + math.log(max(self.n_slices[cand.cause], 1)))
+        if self.no_signal and (cand.snr < self.snr or self._irrelevant(cand)):
+            # Just below the tie, so that no rounding lets it beat "no signal".
+            tie = self.null_score + math.log(max(self.n_slices[cand.cause], 1))
+            llr = min(llr, tie - 1e-9)
         return llr
 
     def _log_weight(self, cand: _Candidate) -> float:
@@ -197,12 +227,10 @@ class OracleSolver:
             self._score(cand) + self.log_prior_cause - math.log(max(self.n_slices[cand.cause], 1))
         )
 
-    # -- public API ----------------------------------------------------------------------------
-    def rank(self, tables: Mapping[str, Any]) -> list[Hypothesis]:
-        """Every hypothesis, best first, with its score and posterior."""
-        evidence = self.domain.evidence(tables)
+    def _refined_candidates(self, evidence) -> list[_Candidate]:
+        """Every candidate, best first, the best ``refine_top`` of them refined (lazily: refine
+        the best until the ``refine_top`` best are all refined)."""
         cands = self._scan(evidence)
-        # Lazy refinement: refine the best until the refine_top best are all refined.
         for _ in range(len(cands)):
             cands.sort(key=self._log_weight, reverse=True)
             pending = [c for c in cands[: self.refine_top] if not c.refined]
@@ -210,6 +238,9 @@ class OracleSolver:
                 break
             for c in pending:
                 self._refine(evidence, c)
+        return cands
+
+    def _ranked(self, cands: Sequence[_Candidate]) -> list[Hypothesis]:
         # No-signal first: a tie (a practically small effect) goes to it.
         weights = [self.null_score + self.log_prior_cause for _ in self.no_signal]
         names: list[tuple] = [(cause, None, self.null_score, None) for cause in self.no_signal]
@@ -224,9 +255,47 @@ class OracleSolver:
             for i in order
         ]
 
+    # -- public API ----------------------------------------------------------------------------
+    def rank(self, tables: Mapping[str, Any]) -> list[Hypothesis]:
+        """Every hypothesis, best first, with its score and posterior."""
+        return self._ranked(self._refined_candidates(self.domain.evidence(tables)))
+
     def answer(self, tables: Mapping[str, Any]) -> Hypothesis:
         """The top hypothesis."""
         return self.rank(tables)[0]
+
+    def answer_set(self, tables: Mapping[str, Any], max_causes: int = 2) -> list[Hypothesis]:
+        """The causes the tables support, the strongest first: the top hypothesis, then, while
+        fewer than ``max_causes``, the best hypothesis of another cause that is itself a finding
+        (it beats "no signal" after its nested-slice refinement: significant, practically large
+        and relevant to the alerts). One cause, or no signal, when nothing else is found: the
+        number of causes is read from the evidence, as an analyst would explain the alerts
+        away cause by cause."""
+        evidence = self.domain.evidence(tables)
+        cands = self._refined_candidates(evidence)
+        ranked = self._ranked(cands)
+        if not ranked or ranked[0].cause in self.no_signal:
+            return ranked[:1]
+        null = self.null_score + self.log_prior_cause
+        causes = [ranked[0].cause]
+        while len(causes) < max_causes:
+            found = None
+            others = [c for c in cands if c.cause not in causes]
+            # Refinement only lowers a weight: the first candidate, best first, still above the
+            # null once refined is the best finding; none above it unrefined ends the search.
+            for cand in sorted(others, key=self._log_weight, reverse=True):
+                if self._log_weight(cand) <= null:
+                    break
+                if not cand.refined:
+                    self._refine(evidence, cand)
+                if self._log_weight(cand) > null:
+                    found = cand
+                    break
+            if found is None:
+                break
+            causes.append(found.cause)
+        ranked = self._ranked(cands)  # with the refinements made above
+        return [next(h for h in ranked if h.cause == cause) for cause in causes]
 
 
 def oracle_reading(
