@@ -2,6 +2,9 @@
 
 for a in random localizer teacher; do causaltrace-eval agent=$a domain=ads dataset=ads_test; done
 python bench/baselines_table.py runs/random-ads_test runs/localizer-ads_test runs/teacher-ads_test
+
+On a split with concurrent episodes it also splits FullAttr@1 by episode type (single cause,
+concurrent: the exact set of causes, each with its slice).
 """
 
 from __future__ import annotations
@@ -38,17 +41,20 @@ def main(runs: list[str]) -> None:
             + " | ".join(fmt(m["metrics"]["overall"].get(key)) for m in loaded)
             + " |"
         )
-    for scope in ("by_group", "by_cause"):
+    # by episode type: single-cause against concurrent episodes (the exact set of causes)
+    for scope in ("by_episode_type", "by_group", "by_cause"):
+        items = sorted(set().union(*(m["metrics"].get(scope, {}) for m in loaded)))
+        if scope == "by_episode_type" and len(items) < 2:
+            continue  # a split without concurrent episodes: the overall table says it all
         print(f"\nFullAttr@1 {scope.replace('_', ' ')}:\n")
         print("| | n | " + " | ".join(names) + " |")
         print("| --- | ---: |" + " ---: |" * len(names))
-        for item in sorted(loaded[0]["metrics"][scope]):
-            n = loaded[0]["metrics"][scope][item]["full_attr_at_1"]["n"]
-            print(
-                f"| {item} | {n} | "
-                + " | ".join(fmt(m["metrics"][scope][item].get("full_attr_at_1")) for m in loaded)
-                + " |"
-            )
+        for item in items:
+            cells = [
+                m["metrics"].get(scope, {}).get(item, {}).get("full_attr_at_1") for m in loaded
+            ]
+            n = next((c["n"] for c in cells if c), 0)
+            print(f"| {item} | {n} | " + " | ".join(fmt(c) for c in cells) + " |")
 
 
 if __name__ == "__main__":

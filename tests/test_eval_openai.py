@@ -76,7 +76,7 @@ def test_multi_turn_sql_python_submit_scores_one(source, ids, tmp_path):
     assert {t["function"]["name"] for t in first[0]["tools"]} == {"sql", "python", "submit"}
     assert [m["role"] for m in first[0]["messages"]] == ["user"]
     sql_out = tool_messages(first[1])[0]
-    assert sql_out["content"].split()[-3] == "2"  # "n\n-\n2\n(1 row)": two campaigns
+    assert sql_out["content"].split()[-3] == "4"  # "n\n-\n4\n(1 row)": four campaigns
     assert sql_out["tool_call_id"] == first[1]["messages"][1]["tool_calls"][0]["id"]
     assert tool_messages(first[2])[-1]["content"].strip() == "60"  # 6 creatives
     assert summary.metrics.overall["full_attr_at_1"].value == 1.0

@@ -59,6 +59,13 @@ def audit_config(plain: dict, command: str = ""):
         folds=option(plain, "folds", int, 5, minimum=2),
         tree_depth=option(plain, "tree_depth", int, 2, minimum=1),
         decoy_tables=_paths(plain.get("decoy_tables"), "decoy_tables"),
+        record_tables=(
+            None
+            if plain.get("record_tables") is None
+            else _paths(plain["record_tables"], "record_tables")
+        ),
+        rule_precision=option(plain, "rule_precision", float, 0.85, minimum=0),
+        rule_recall=option(plain, "rule_recall", float, 0.3, minimum=0),
         progress=option(plain, "progress", bool, True),
         command=command,
     )

@@ -37,7 +37,12 @@ import numpy as np
 
 from causaltrace.datasets.storage import atomic_write_text, canonical_json, json_load, sha256_file
 from causaltrace.errors import CausalTraceError
-from causaltrace.eval.report import SUMMARY_METRICS
+from causaltrace.eval.report import (
+    CAUSE_METRICS,
+    EPISODE_TYPES,
+    SUMMARY_METRICS,
+    answer_candidates,
+)
 
 log = logging.getLogger(__name__)
 
@@ -431,16 +436,19 @@ def outcome_of(record: Mapping[str, Any], label, space):
 
     data = record.get("answer")
     answer = None
-    if isinstance(data, Mapping) and data.get("root_cause"):
+    named = answer_candidates(data)  # the single form, or {"causes": [...]} (several causes)
+    if named:
         impact = data.get("impact")
+        (cause, slice_text), *rest = named
         answer = Answer(
-            root_cause=str(data["root_cause"]),
-            slice=data.get("slice"),
+            root_cause=cause,
+            slice=slice_text,
             ranking=tuple(
                 Candidate(c["root_cause"], c.get("slice")) for c in data.get("ranking") or ()
             ),
             impact=Impact(float(impact["effect"]), impact.get("kpi")) if impact else None,
             onset=data.get("onset"),
+            also=tuple(Candidate(c, s) for c, s in rest),
         )
     kwargs: dict[str, Any] = {
         "tool_calls": int(record.get("tool_calls") or 0),
@@ -471,7 +479,7 @@ def write_reports(
 ):
     """Write ``summary.md``, ``metrics.json``, ``confusion.png`` and ``report.html``; return
     the :class:`~causaltrace.scoring.MetricsReport` (``None`` without records)."""
-    from causaltrace.eval.report import write_report
+    from causaltrace.eval.report import cause_tables, write_report
     from causaltrace.scoring import compute_metrics, plot_confusion
 
     out = Path(out_dir)
@@ -481,20 +489,23 @@ def write_reports(
     labels = {r["episode_id"]: source.label(r["episode_id"]) for r in records}
     outcomes = [outcome_of(r, labels[r["episode_id"]], space) for r in records]
     seed = int(info.get("seed", 0))
-    metrics = None
+    metrics = tables = None
     if outcomes:
         metrics = compute_metrics(outcomes, causes=space.causes, n_boot=n_boot, seed=seed)
+        # Per cause, per group and the confusion read every cause of a concurrent episode.
+        answers = {r["episode_id"]: r.get("answer") for r in records}
+        tables = cause_tables(labels, outcomes, answers, space, n_boot=n_boot, seed=seed)
         title = f"{info['agent']['name']} on {info['dataset']['name']}: cause confusion"
-        plot_confusion(metrics.confusion, out / "confusion.png", title=title)
+        plot_confusion(tables.confusion, out / "confusion.png", title=title)
     counts = _counts(records, failed or {})
     payload = {
         "run": {k: v for k, v in info.items() if k != "tools"},
         "counts": counts,
-        "metrics": metrics.to_dict() if metrics else None,
-        "confusion": _confusion_dict(metrics.confusion) if metrics else None,
+        "metrics": {**metrics.to_dict(), **tables.to_dict()} if metrics else None,
+        "confusion": _confusion_dict(tables.confusion) if tables else None,
     }
     atomic_write_text(out / "metrics.json", canonical_json(_finite(payload)))
-    atomic_write_text(out / "summary.md", summary_markdown(metrics, info, counts))
+    atomic_write_text(out / "summary.md", summary_markdown(metrics, info, counts, tables))
     write_report(
         out / "report.html",
         records=records,
@@ -504,6 +515,7 @@ def write_reports(
         info=info,
         counts=counts,
         transcript_dir=out / TRANSCRIPT_DIR,
+        tables=tables,
         confusion_png=out / "confusion.png" if metrics else None,
     )
     return metrics
@@ -560,6 +572,14 @@ def _finite(value: Any) -> Any:
     return value
 
 
+CAUSE_NOTE = (
+    "A row per true cause of each episode: a concurrent episode counts under each of its "
+    "causes (`n` counts causes, not episodes). `attributed`: the answer names the cause with "
+    "its slice; `cause named`: it names the cause; `FullAttr@1 (episode)`: the whole episode "
+    "was solved."
+)
+
+
 def _cell(metrics: Mapping[str, Any], key: str) -> str:
     mv = metrics.get(key)
     if mv is None or not np.isfinite(mv.value):
@@ -570,21 +590,29 @@ def _cell(metrics: Mapping[str, Any], key: str) -> str:
     return f"{mv.value:.{digits}f} [{mv.low:.{digits}f}, {mv.high:.{digits}f}]"
 
 
-def _table(rows: Sequence[tuple[str, Mapping[str, Any]]], first: str) -> list[str]:
-    header = [first, "n", *(title for _, title in SUMMARY_METRICS)]
+def _table(
+    rows: Sequence[tuple[str, Mapping[str, Any]]], first: str, columns=SUMMARY_METRICS
+) -> list[str]:
+    header = [first, "n", *(title for _, title in columns)]
     lines = [
         "| " + " | ".join(header) + " |",
         "| --- | " + " | ".join("---:" for _ in header[1:]) + " |",
     ]
     for name, metrics in rows:
         n = metrics["full_attr_at_1"].n if "full_attr_at_1" in metrics else 0
-        cells = [name, str(n), *(_cell(metrics, key) for key, _ in SUMMARY_METRICS)]
+        cells = [name, str(n), *(_cell(metrics, key) for key, _ in columns)]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 
-def summary_markdown(metrics, info: Mapping[str, Any], counts: Mapping[str, Any]) -> str:
-    """The run's summary as Markdown tables (overall, per cause group, per cause)."""
+def summary_markdown(
+    metrics, info: Mapping[str, Any], counts: Mapping[str, Any], tables=None
+) -> str:
+    """The run's summary as Markdown tables: overall, per episode type (single cause or
+    concurrent), per cause group and per cause. With ``tables``
+    (:class:`~causaltrace.eval.report.CauseTables`), the group and cause tables count a
+    concurrent episode under each of its causes; without, they are the scoring module's (the
+    first cause only)."""
     ds, agent = info["dataset"], info["agent"]
     lines = [f"# {agent['name']} on {ds['name']} (split {ds['split']})", ""]
     model = (agent.get("config") or {}).get("model")
@@ -611,8 +639,28 @@ def summary_markdown(metrics, info: Mapping[str, Any], counts: Mapping[str, Any]
         f"({metrics.n_boot} resamples of episodes); `–`: not applicable."
     )
     lines += ["", "## Overall", "", *_table([("all", metrics.overall)], "scope")]
-    lines += ["", "## By cause group", "", *_table(list(metrics.by_group.items()), "group")]
-    lines += ["", "## By cause", "", *_table(list(metrics.by_cause.items()), "cause")]
+    if tables is None:
+        lines += ["", "## By cause group", "", *_table(list(metrics.by_group.items()), "group")]
+        lines += ["", "## By cause", "", *_table(list(metrics.by_cause.items()), "cause")]
+    else:
+        types = [(EPISODE_TYPES[k], m) for k, m in tables.by_type.items()]
+        lines += ["", "## By episode type", "", *_table(types, "episodes")]
+        lines += [
+            "",
+            "A concurrent episode is solved (FullAttr@1) when the answer names exactly its set "
+            "of causes, each with its slice.",
+        ]
+        rows = list(tables.by_group.items())
+        lines += [
+            "",
+            "## By cause group",
+            "",
+            CAUSE_NOTE,
+            "",
+            *_table(rows, "group", CAUSE_METRICS),
+        ]
+        rows = list(tables.by_cause.items())
+        lines += ["", "## By cause", "", *_table(rows, "cause", CAUSE_METRICS)]
     lines += [
         "",
         "The cause confusion matrix is in `confusion.png`; browse the episodes in `report.html`.",

@@ -17,9 +17,13 @@ import json
 import math
 import re
 import time
+import zlib
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from causaltrace.datasets.storage import atomic_write_text
 
@@ -41,6 +45,267 @@ SUMMARY_METRICS = (
     ("mean_tool_calls", "tool calls"),
     ("mean_reward", "reward"),
 )
+
+
+# -- every true cause of an episode: per-cause rows, the confusion, the episode-type split ----
+CAUSE_METRICS = (
+    ("attributed", "attributed"),
+    ("cause_accuracy", "cause named"),
+    ("full_attr_at_1", "FullAttr@1 (episode)"),
+    *SUMMARY_METRICS[2:],  # the slice, no-signal, parse, tool-call and reward columns
+)
+MISSED = "(missed)"  # a true cause left unpaired: the answer named fewer causes
+EXTRA = "(extra)"  # an answered cause left unpaired: the answer named more causes
+EPISODE_TYPES = {"single": "single cause", "concurrent": "concurrent"}
+
+
+@dataclass(frozen=True)
+class CauseRow:
+    """One true cause of one episode: a concurrent episode gives one row per cause.
+
+    ``named``: the answer names this cause (any of its causes); ``attributed``: it names it with
+    this cause's slice where the cause takes one (for a single-cause episode and a one-cause
+    answer, exactly FullAttr@1); ``slice_named``: some answered cause has this cause's slice;
+    ``full_attribution``: the episode's FullAttr@1 (a concurrent episode: the exact set), so a
+    cause's table also says how often its episodes were solved whole. In the tables,
+    ``cause_accuracy`` is ``named`` (on single-cause episodes with one-cause answers, the
+    scoring module's cause accuracy)."""
+
+    episode_id: str
+    cause: str
+    group: str
+    slice: str | None
+    slice_order: int
+    takes_slice: bool
+    concurrent: bool
+    named: bool
+    attributed: bool
+    slice_named: bool
+    full_attribution: bool
+    parse_ok: bool
+    tool_calls: int
+    reward: float | None
+
+
+def answer_candidates(answer: Any) -> list[tuple[str, str | None]]:
+    """The (cause, slice) pairs a result record's ``answer`` names, first first: the single
+    form ``{"root_cause", "slice"}`` or the list ``{"causes": [...]}``
+    (:meth:`causaltrace.scoring.Answer.to_dict`); ``""`` is no slice."""
+    if not isinstance(answer, Mapping):
+        return []
+    entries = answer.get("causes") if answer.get("causes") else [answer]
+    out = []
+    for entry in entries:
+        if isinstance(entry, Mapping) and entry.get("root_cause"):
+            out.append((str(entry["root_cause"]), entry.get("slice") or None))
+    return out
+
+
+def _canonical(space, text: str | None) -> str | None:
+    if not text:
+        return None
+    try:
+        return space.canonical_slice(text)
+    except (ValueError, KeyError):
+        return text  # not a slice of this panel: it matches no true slice
+
+
+def _true_causes(label, space) -> list[tuple[str, str | None]]:
+    return [(c, space.canonical_slice(s) if s else None) for c, s in label.causes]
+
+
+def _answered(outcome, answers: Mapping[str, Any], space) -> list[tuple[str, str | None]]:
+    """The causes an episode's answer names (canonical slices); none if it did not parse."""
+    if not outcome.parse_ok:
+        return []
+    found = answer_candidates(answers.get(outcome.episode_id))
+    if not found and outcome.pred_cause:
+        found = [(outcome.pred_cause, outcome.pred_slice)]
+    return [(c, _canonical(space, s)) for c, s in found]
+
+
+def cause_rows(
+    labels: Mapping[str, Any], outcomes: Sequence[Any], answers: Mapping[str, Any], space
+) -> list[CauseRow]:
+    """A row per (episode, true cause), in episode order then the label's cause order.
+    ``answers``: each episode's answer as its result record stores it."""
+    rows = []
+    for o in outcomes:
+        label = labels[o.episode_id]
+        answered = _answered(o, answers, space)
+        truths = _true_causes(label, space)
+        for cause, true_slice in truths:
+            takes = space.takes_slice(cause)
+            named = any(c == cause for c, _ in answered)
+            rows.append(
+                CauseRow(
+                    episode_id=o.episode_id,
+                    cause=cause,
+                    group=str(space.groups.get(cause, o.group)),
+                    slice=true_slice,
+                    slice_order=0 if not true_slice else true_slice.count("&") + 1,
+                    takes_slice=takes,
+                    concurrent=len(truths) > 1,
+                    named=named,
+                    attributed=any(
+                        c == cause and (not takes or s == true_slice) for c, s in answered
+                    ),
+                    slice_named=any(s == true_slice for _, s in answered),
+                    full_attribution=bool(o.full_attribution),
+                    parse_ok=bool(o.parse_ok),
+                    tool_calls=int(o.tool_calls),
+                    reward=o.reward,
+                )
+            )
+    return rows
+
+
+def _row_values(rows: Sequence[CauseRow], no_signal_group: str) -> np.ndarray:
+    """Per row, the values of :data:`CAUSE_METRICS`, in its order (NaN where not applicable)."""
+    nan = math.nan
+    out = []
+    for r in rows:
+        out.append(
+            [
+                float(r.attributed),
+                float(r.named),
+                float(r.full_attribution),
+                float(r.slice_named) if r.takes_slice and r.slice_order == 1 else nan,
+                float(r.slice_named) if r.takes_slice and r.slice_order == 2 else nan,
+                float(r.named) if r.group == no_signal_group else nan,
+                float(r.parse_ok),
+                float(r.tool_calls),
+                nan if r.reward is None else float(r.reward),
+            ]
+        )
+    return np.asarray(out, dtype=np.float64).reshape(len(rows), len(CAUSE_METRICS))
+
+
+def _scope(values: np.ndarray, names: Sequence[str], key: str, n_boot: int, seed: int) -> dict:
+    """Means with percentile-bootstrap intervals, one generator per scope (seed, key), as
+    :func:`causaltrace.scoring.compute_metrics` seeds its scopes."""
+    from causaltrace.scoring.metrics import MetricValue, bootstrap_means
+
+    rng = np.random.default_rng([seed, zlib.crc32(key.encode())])
+    point, low, high, n = bootstrap_means(values, n_boot=n_boot, rng=rng)
+    return {
+        name: MetricValue(float(point[j]), float(low[j]), float(high[j]), int(n[j]))
+        for j, name in enumerate(names)
+        if n[j] > 0
+    }
+
+
+@dataclass(frozen=True)
+class CauseTables:
+    """The run's tables that read every cause of an episode (docs/evaluation.md)."""
+
+    rows: list[CauseRow]
+    by_cause: Mapping[str, Mapping[str, Any]]  # cause -> metric -> MetricValue
+    by_group: Mapping[str, Mapping[str, Any]]
+    by_type: Mapping[str, Mapping[str, Any]]  # "single" / "concurrent" -> episode metrics
+    confusion: Any  # pandas DataFrame: true (+ "(extra)") x predicted (+ missed, no answer)
+
+    def to_dict(self) -> dict[str, Any]:
+        def block(metrics: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+            return {
+                k: {"value": v.value, "low": v.low, "high": v.high, "n": v.n}
+                for k, v in metrics.items()
+            }
+
+        return {
+            "by_cause": {c: block(m) for c, m in self.by_cause.items()},
+            "by_group": {g: block(m) for g, m in self.by_group.items()},
+            "by_episode_type": {t: block(m) for t, m in self.by_type.items()},
+            "concurrent_rows": {
+                c: sum(r.concurrent for r in self.rows if r.cause == c) for c in self.by_cause
+            },
+        }
+
+
+def cause_confusion(
+    labels: Mapping[str, Any], outcomes: Sequence[Any], answers: Mapping[str, Any], space
+):
+    """Counts of (true cause, answered cause) over every cause of every episode.
+
+    Per episode: true and answered causes with the same name pair up first (the diagonal);
+    the true causes left over pair with the answered causes left over, in order (the label's
+    order, the answer's order: a wrong one-cause answer is one off-diagonal count, as in a
+    single-cause matrix); a true cause still left is counted against ``(missed)``, an answered
+    one against the row ``(extra)``; an episode without a parsed answer counts each true cause
+    against ``(no answer)``. So every true cause is counted once, and every answered one."""
+    import pandas as pd
+
+    from causaltrace.scoring.metrics import NO_ANSWER
+
+    truths = {
+        o.episode_id: [c for c, _ in _true_causes(labels[o.episode_id], space)] for o in outcomes
+    }
+    said_by = {o.episode_id: [c for c, _ in _answered(o, answers, space)] for o in outcomes}
+    order = list(dict.fromkeys([*space.causes, *(c for t in truths.values() for c in t)]))
+    named = [c for a in said_by.values() for c in a]
+    cols = [*dict.fromkeys([*order, *named]), MISSED, NO_ANSWER]
+    frame = pd.DataFrame(
+        0, index=pd.Index([*order, EXTRA], name="true"), columns=pd.Index(cols, name="predicted")
+    )
+    for o in outcomes:
+        true, said = list(truths[o.episode_id]), list(said_by[o.episode_id])
+        if not said:
+            for cause in true:
+                frame.loc[cause, NO_ANSWER] += 1
+            continue
+        for cause in list(true):
+            if cause in said:
+                frame.loc[cause, cause] += 1
+                true.remove(cause)
+                said.remove(cause)
+        for cause, answer in zip(true, said):
+            frame.loc[cause, answer] += 1
+        for cause in true[len(said) :]:
+            frame.loc[cause, MISSED] += 1
+        for answer in said[len(true) :]:
+            frame.loc[EXTRA, answer] += 1
+    keep_rows = [i for i in frame.index if i != EXTRA or frame.loc[EXTRA].sum() > 0]
+    keep_cols = [c for c in frame.columns if c not in (MISSED,) or frame[c].sum() > 0]
+    return frame.loc[keep_rows, keep_cols]
+
+
+def cause_tables(
+    labels: Mapping[str, Any],
+    outcomes: Sequence[Any],
+    answers: Mapping[str, Any],
+    space,
+    *,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> CauseTables:
+    """Per-cause and per-group tables over :func:`cause_rows`, FullAttr@1 (and the episode
+    metrics) per episode type, and :func:`cause_confusion`."""
+    from causaltrace.scoring.answers import NO_SIGNAL_GROUP
+    from causaltrace.scoring.metrics import episode_values
+
+    rows = cause_rows(labels, outcomes, answers, space)
+    values = _row_values(rows, NO_SIGNAL_GROUP)
+    names = [k for k, _ in CAUSE_METRICS]
+    every = np.arange(len(rows))
+    causes = list(dict.fromkeys([*space.causes, *(r.cause for r in rows)]))
+    by_cause = {
+        c: _scope(values[every[[r.cause == c for r in rows]]], names, f"cause:{c}", n_boot, seed)
+        for c in causes
+        if any(r.cause == c for r in rows)
+    }
+    groups = list(dict.fromkeys(r.group for r in rows))
+    by_group = {
+        g: _scope(values[every[[r.group == g for r in rows]]], names, f"group:{g}", n_boot, seed)
+        for g in groups
+    }
+    ep_names, ep_values = episode_values(outcomes)
+    concurrent = np.array([len(labels[o.episode_id].causes) > 1 for o in outcomes], dtype=bool)
+    by_type = {}
+    for key, mask in (("single", ~concurrent), ("concurrent", concurrent)):
+        if mask.any():
+            by_type[key] = _scope(ep_values[mask], ep_names, f"type:{key}", n_boot, seed)
+    confusion = cause_confusion(labels, outcomes, answers, space)
+    return CauseTables(rows, by_cause, by_group, by_type, confusion)
 
 
 def _e(value: Any) -> str:
@@ -143,6 +408,8 @@ def _label_view(label) -> dict[str, Any]:
         for kpi, e in (label.effect_in_slice or {}).items()
     }
     return {
+        "causes": [c for c, _ in label.causes],  # every true cause (concurrent: several)
+        "also": [{"cause": a.cause, "slice": a.slice} for a in label.also],
         "cause": label.cause,
         "group": label.group,
         "slice": label.slice,
@@ -166,13 +433,15 @@ def _fmt_metric(metrics: Mapping[str, Any], key: str) -> tuple[str, str]:
     return f"{mv.value:.{digits}f}", ci
 
 
-def _metrics_table(rows: Sequence[tuple[str, Mapping[str, Any]]], first: str) -> str:
-    head = "".join(f"<th>{_e(t)}</th>" for t in (first, "n", *(t for _, t in SUMMARY_METRICS)))
+def _metrics_table(
+    rows: Sequence[tuple[str, Mapping[str, Any]]], first: str, columns=SUMMARY_METRICS
+) -> str:
+    head = "".join(f"<th>{_e(t)}</th>" for t in (first, "n", *(t for _, t in columns)))
     body = []
     for name, metrics in rows:
         n = metrics["full_attr_at_1"].n if "full_attr_at_1" in metrics else 0
         cells = [f'<td class="k">{_wbr(name)}</td>', f'<td class="num">{n}</td>']
-        for key, _ in SUMMARY_METRICS:
+        for key, _ in columns:
             value, ci = _fmt_metric(metrics, key)
             cells.append(f'<td class="num">{_e(value)}<span class="ci">{_e(ci)}</span></td>')
         body.append("<tr>" + "".join(cells) + "</tr>")
@@ -182,7 +451,9 @@ def _metrics_table(rows: Sequence[tuple[str, Mapping[str, Any]]], first: str) ->
     )
 
 
-def _summary_html(metrics, counts: Mapping[str, Any], confusion_png: Path | None) -> str:
+def _summary_html(
+    metrics, counts: Mapping[str, Any], confusion_png: Path | None, tables: CauseTables | None
+) -> str:
     parts = ['<section id="summary-view"><h2>Summary</h2>']
     if metrics is None:
         parts.append("<p>No episode was scored.</p></section>")
@@ -210,19 +481,44 @@ def _summary_html(metrics, counts: Mapping[str, Any], confusion_png: Path | None
         f"intervals over episodes ({metrics.n_boot} resamples); – means not "
         f"applicable. Select an episode on the left to read its transcript.</p>"
     )
-    parts.append("<h3>By cause group</h3>")
-    parts.append(_metrics_table(list(metrics.by_group.items()), "group"))
-    parts.append("<h3>By cause</h3>")
-    parts.append(_metrics_table(list(metrics.by_cause.items()), "cause"))
+    if tables is None:
+        parts.append("<h3>By cause group</h3>")
+        parts.append(_metrics_table(list(metrics.by_group.items()), "group"))
+        parts.append("<h3>By cause</h3>")
+        parts.append(_metrics_table(list(metrics.by_cause.items()), "cause"))
+    else:
+        types = [(EPISODE_TYPES[k], m) for k, m in tables.by_type.items()]
+        parts.append("<h3>By episode type</h3>")
+        parts.append(_metrics_table(types, "episodes"))
+        parts.append(
+            '<p class="note">A row per true cause of each episode: a concurrent episode counts '
+            "under each of its causes (n counts causes). attributed: the answer names the cause "
+            "with its slice; cause named: it names the cause; FullAttr@1 (episode): the whole "
+            "episode was solved.</p>"
+        )
+        parts.append("<h3>By cause group</h3>")
+        parts.append(_metrics_table(list(tables.by_group.items()), "group", CAUSE_METRICS))
+        parts.append("<h3>By cause</h3>")
+        parts.append(_metrics_table(list(tables.by_cause.items()), "cause", CAUSE_METRICS))
     if confusion_png is not None and Path(confusion_png).exists():
         data = base64.b64encode(Path(confusion_png).read_bytes()).decode("ascii")
-        parts.append("<h3>Cause confusion (rows: true cause, normalized)</h3>")
+        parts.append(
+            "<h3>Cause confusion (rows: true cause, normalized; every cause of an episode: "
+            f"{_e(MISSED)} a true cause the answer left out, {_e(EXTRA)} an answered cause "
+            "too many)</h3>"
+        )
         parts.append(
             f'<img class="confusion" alt="cause confusion matrix" '
             f'src="data:image/png;base64,{data}">'
         )
     parts.append("</section>")
     return "".join(parts)
+
+
+def _causes_html(pairs: Sequence[tuple[Any, Any]]) -> str:
+    return "".join(
+        f'{_wbr(cause)}<div class="sl">{_e(sl or "(no slice)")}</div>' for cause, sl in pairs
+    )
 
 
 def _row_html(ep: Mapping[str, Any]) -> str:
@@ -232,14 +528,14 @@ def _row_html(ep: Mapping[str, Any]) -> str:
     elif not answer:
         pred = '<span class="muted">no answer</span>'
     else:
-        pred = (
-            f"{_wbr(answer.get('root_cause'))}"
-            f'<div class="sl">{_e(answer.get("slice") or "(no slice)")}</div>'
-        )
-    truth = f'{_wbr(label["cause"])}<div class="sl">{_e(label["slice"] or "(no slice)")}</div>'
+        pred = _causes_html(answer_candidates(answer)) or '<span class="muted">no answer</span>'
+    truth = _causes_html(
+        [(label["cause"], label["slice"]), *((a["cause"], a["slice"]) for a in label["also"])]
+    )
     return (
         f'<tr class="ep {ep["outcome"]}" data-ep="{_e(ep["id"])}" '
-        f'data-cause="{_e(label["cause"])}" data-outcome="{_e(ep["outcome"])}" tabindex="0">'
+        f'data-cause="{_e(" ".join(label["causes"]))}" data-outcome="{_e(ep["outcome"])}" '
+        'tabindex="0">'
         f'<td class="id">{_e(ep["id"])}</td><td>{truth}</td>'
         f'<td class="pred">{pred}</td>'
         f'<td class="num"><span class="dot"></span>{ep["score"]:.2f}</td></tr>'
@@ -257,8 +553,10 @@ def build_report(
     transcript_dir: Path,
     confusion_png: Path | None = None,
     max_tool_chars: int = MAX_TOOL_CHARS,
+    tables: CauseTables | None = None,
 ) -> str:
-    """The report's HTML text."""
+    """The report's HTML text. ``tables`` (:func:`cause_tables`): the summary's per-cause and
+    per-group tables and the episode-type split, reading every cause of an episode."""
     by_id = {o.episode_id: o for o in outcomes}
     episodes = []
     for r in records:
@@ -288,7 +586,7 @@ def build_report(
     ds, agent = info["dataset"], info["agent"]
     model = (agent.get("config") or {}).get("model")
     title = f"{agent['name']}{' (' + str(model) + ')' if model else ''} on {ds['name']}"
-    causes = sorted({ep["label"]["cause"] for ep in episodes})
+    causes = sorted({c for ep in episodes for c in ep["label"]["causes"]})
     cause_options = "".join(f'<option value="{_e(c)}">{_e(c)}</option>' for c in causes)
     outcome_options = "".join(f'<option value="{k}">{_e(t)}</option>' for k, t in OUTCOMES)
     meta = (
@@ -303,7 +601,7 @@ def build_report(
         "CAUSE_OPTIONS": cause_options,
         "OUTCOME_OPTIONS": outcome_options,
         "ROWS": "".join(_row_html(ep) for ep in episodes),
-        "SUMMARY": _summary_html(metrics, counts, confusion_png),
+        "SUMMARY": _summary_html(metrics, counts, confusion_png, tables),
         "N": str(len(episodes)),
         "DATA": _json_for_script(_finite({"episodes": episodes})),
     }
@@ -528,6 +826,9 @@ __SUMMARY__
     kv(t, "cause", lab.cause);
     kv(t, "group", lab.group);
     kv(t, "slice", lab.slice || "(no slice)");
+    (lab.also || []).forEach(function (a) {
+      kv(t, "also", a.cause + " · " + (a.slice || "(no slice)"));
+    });
     kv(t, "onset", (lab.onset_time || "") + " (day " + lab.onset + ")");
     kv(t, "profile", lab.profile + ", strength " + fmt(lab.strength, 2));
     truth.appendChild(t);
@@ -536,7 +837,11 @@ __SUMMARY__
     var ans = el("div", "panel");
     ans.appendChild(el("h4", null, "answer"));
     var a = el("div", "kv");
-    if (ep.answer) {
+    if (ep.answer && ep.answer.causes) {
+      ep.answer.causes.forEach(function (c, i) {
+        kv(a, "cause " + (i + 1), c.root_cause + " · " + (c.slice || "(no slice)"));
+      });
+    } else if (ep.answer) {
       kv(a, "cause", (ep.cause_ok ? "✓ " : "✗ ") + ep.answer.root_cause,
         ep.cause_ok ? "ok" : "bad");
       var sliceText = ep.answer.slice || "(no slice)";
@@ -647,7 +952,8 @@ __SUMMARY__
     var text = document.getElementById("f-text").value.trim().toLowerCase();
     var n = 0;
     rows.forEach(function (row) {
-      var keep = (!cause || row.getAttribute("data-cause") === cause) &&
+      var causes = (row.getAttribute("data-cause") || "").split(" ");
+      var keep = (!cause || causes.indexOf(cause) >= 0) &&
         (!outcome || row.getAttribute("data-outcome") === outcome) &&
         (!text || row.getAttribute("data-ep").toLowerCase().indexOf(text) >= 0);
       row.classList.toggle("hidden", !keep);
