@@ -10,13 +10,12 @@ least as large cell by cell: one-sided cell-wise bounds are exact, not statistic
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 import pandas as pd
 import pytest
+from _ads_support import PRESETS, background_of, domain_of
 
-from causaltrace import InterventionDraw, Scale, Slice, Window, load_domain
+from causaltrace import InterventionDraw, Scale, Slice, Window
 from causaltrace.errors import CausalTraceError
 from causaltrace_domains.ads.background import (
     PROCESS_PRIORS,
@@ -26,22 +25,9 @@ from causaltrace_domains.ads.background import (
     sample_background,
 )
 from causaltrace_domains.ads.causes import CAUSES
-from causaltrace_domains.ads.changes import COLUMNS, cause_edits, change_history
-from causaltrace_domains.ads.dimensions import BIDDING
+from causaltrace_domains.ads.changes import COLUMNS, change_history, draw_edits
 
-PRESETS = {"default": {}, "small": {"preset": "small"}}
 SEEDS = range(60)
-SMART = {"maximize_conversions", "target_cpa"}
-
-
-@functools.cache
-def domain_of(preset: str):
-    return load_domain("ads", PRESETS[preset])
-
-
-@functools.cache
-def background_of(preset: str, seed: int):
-    return domain_of(preset).background(np.random.default_rng(seed))
 
 
 def backgrounds(preset: str, seeds=SEEDS):
@@ -49,8 +35,8 @@ def backgrounds(preset: str, seeds=SEEDS):
 
 
 def items(bg):
-    """Every process and decoy of a background."""
-    return (*bg.notes["processes"], *bg.notes["decoys"])
+    """Every process, twin and decoy of a background."""
+    return (*bg.notes["processes"], *bg.notes["twins"], *bg.notes["decoys"])
 
 
 def find(preset: str, kind: str, **details):
@@ -79,8 +65,13 @@ def test_interventions_target_existing_nodes_and_cells(preset):
     scm = domain_of(preset).scm
     panel = scm.panel
     for bg in backgrounds(preset):
-        # The background's interventions are exactly those of its processes and decoys.
-        assert bg.interventions == tuple(iv for item in items(bg) for iv in item.interventions)
+        # The background's interventions are the account's state, then exactly those of its
+        # processes, twins and decoys.
+        state = bg.notes["state"].interventions(panel)
+        assert bg.interventions == (
+            *state,
+            *(iv for item in items(bg) for iv in item.interventions),
+        )
         for iv in bg.interventions:
             assert isinstance(iv, Scale)
             assert iv.node in scm.nodes, iv
@@ -140,7 +131,8 @@ def test_draws_stay_within_their_priors(preset):
 def test_logged_edits_name_what_the_campaign_serves(preset):
     domain = domain_of(preset)
     panel, cfg = domain.scm.panel, domain.settings
-    kinds = {c.name: c.kind for c in cfg.campaigns}
+    specs = {c.name: c for c in cfg.campaigns}
+    kinds = {name: c.kind for name, c in specs.items()}
     cal = Calendar.of(panel, cfg)
     for bg in backgrounds(preset):
         edits = [*bg.notes["effectful"], *bg.notes["effect_free"]]
@@ -152,13 +144,19 @@ def test_logged_edits_name_what_the_campaign_serves(preset):
                 continue
             assert e.campaign in panel.dimension("campaign").levels
             assert e.target == "campaign" or served(panel, e.campaign, e.target), e
-            if e.field in ("negative_keywords", "audience_targeting_mode"):
+            if e.field in ("negative_keywords", "observed_audience_segments", "audience_setting"):
                 assert kinds[e.campaign] == "search", e
+            if e.field == "optimized_targeting":
+                assert kinds[e.campaign] == "display", e
+            if e.field == "final_url_expansion":
+                assert kinds[e.campaign] == "performance_max", e
+            if e.field == "bid_adjustment":
+                assert specs[e.campaign].takes_bid_adjustments, e
             if e.field == "target_cpa":
-                assert BIDDING[kinds[e.campaign]] in SMART, e
+                assert specs[e.campaign].smart_bidding, e
             if e.field == "promotion":
                 assert kinds[e.campaign] in ("search", "performance_max"), e
-        # Logged edits are exactly those of the processes and decoys, inside the history.
+        # Logged edits are exactly those of the processes, twins and decoys, inside the history.
         assert bg.notes["effectful"] == tuple(e for item in items(bg) for e in item.edits)
 
 
@@ -177,14 +175,12 @@ def test_harmless_edits_carry_no_intervention(preset):
             assert iv.where == Slice.of(campaign=edit.campaign, **levels)
             assert iv.window.onset == edit.day
             if decoy.kind == "bid_adjustment":
-                assert iv.node == "bid"
+                assert iv.node == "bid_modifier"
                 assert iv.factor == pytest.approx(1 + int(edit.new_value[:-1]) / 100, abs=1e-12)
                 assert served(panel, edit.campaign, edit.target)
-            elif decoy.kind == "budget_raise":
-                assert iv.node == "daily_budget" and 1.15 <= iv.factor <= 1.6
             else:
-                assert decoy.kind == "budget_cut" and iv.node == "daily_budget"
-                assert iv.factor <= 0.92
+                assert decoy.kind == "budget_raise"
+                assert iv.node == "budget_change" and 1.15 <= iv.factor <= 1.6
 
 
 def test_edits_are_logged_when_their_process_acts(preset):
@@ -289,12 +285,14 @@ def test_change_history_rows_do_not_depend_on_the_cause(preset):
     for seed in range(4):
         bg, world = background_of(preset, seed), world_of(preset, seed)
         layouts, most = set(), 0
-        draws = [InterventionDraw("BUDGET_CAP", Slice(), 0.5, Window(panel.n_time - 5))]
+        every = {"campaigns": list(panel.dimension("campaign").levels)}
+        draws = [InterventionDraw("BUDGET_CAP", Slice(), 0.5, Window(panel.n_time - 5), every)]
+        specs = {c.name: c for c in domain.settings.campaigns}
         for cause in CAUSES:
             rng = np.random.default_rng(seed)
             draws += [scm.point(cause).sample(rng, panel) for _ in range(3)]
         for draw in draws:
-            edits = cause_edits(draw, panel, CAUSES[draw.point].account_change, hour=10)
+            edits = draw_edits(CAUSES[draw.point].account_change, draw, panel, specs, hour=10)
             most = max(most, len(edits))
             frame = change_history(panel, world, bg, edits, np.random.default_rng(1))
             assert len(frame) == bg.notes["total_edits"]
@@ -330,7 +328,12 @@ def test_rendered_change_history_has_the_same_size_for_every_cause():
 
 
 def test_target_cpa_values_are_read_from_the_world(preset):
-    seed, process = find(preset, "learning_period")
+    seed, process = next(
+        (seed, p)
+        for seed in range(2000)
+        for p in items(background_of(preset, seed))
+        if p.kind == "learning_period" and p.edits  # its edit inside the 30-day history
+    )
     panel = domain_of(preset).scm.panel
     bg, world = background_of(preset, seed), world_of(preset, seed)
     frame = change_history(panel, world, bg, [], np.random.default_rng(0))
@@ -351,7 +354,12 @@ def test_same_generator_same_background(preset):
         np.random.seed(seed + 99)  # the global generator must play no part
         first = domain.background(np.random.default_rng(seed))
         np.random.seed(seed + 7)
-        second = sample_background(panel, domain.settings, np.random.default_rng(seed))
+        second = sample_background(
+            panel,
+            domain.settings,
+            np.random.default_rng(seed),
+            points=domain.scm.intervention_points,
+        )
         assert first == second
         assert first != domain.background(np.random.default_rng(seed + 1000))
         world = world_of(preset, seed)
@@ -379,9 +387,14 @@ def test_prior_overrides_from_a_mapping():
 # -- what each process moves -------------------------------------------------------------------
 
 
-def compare(preset: str, iv, seed: int):
-    """Factual with the single intervention and counterfactual without, same noise."""
+def compare(preset: str, iv, seed: int, account: bool = False):
+    """Factual with the single intervention and counterfactual without, same noise; with
+    ``account``, in the account the background of ``seed`` drew (its budget headroom, segment
+    mix and ad rotation)."""
     scm = domain_of(preset).scm
+    if account:
+        state = background_of(preset, seed).notes["state"]
+        scm = scm.intervene(state.interventions(scm.panel))
     worlds = scm.simulate([iv], seed=seed + 1000)
     return worlds.factual, worlds.counterfactual
 
@@ -546,7 +559,7 @@ def test_budget_raise_decoy_changes_the_budget_not_the_delivery(preset):
     for nth in range(3):
         seed, decoy = find_nth(preset, "budget_raise", nth)
         (iv,) = decoy.interventions
-        fact, cf = compare(preset, iv, seed)
+        fact, cf = compare(preset, iv, seed, account=True)
         assert_scaled_exactly(fact, cf, iv, panel)
         cells = iv.where.mask(panel)
         free = np.broadcast_to(cf["pacing"] == 1.0, panel.shape) | ~cells[:, None]
@@ -555,61 +568,12 @@ def test_budget_raise_decoy_changes_the_budget_not_the_delivery(preset):
             assert np.array_equal(fact[node][free], cf[node][free]), node
         assert (fact["impressions"][~free] >= cf["impressions"][~free]).all()
     assert max(limited) < 0.05
-    # A budget-limited campaign (the generic one, where the preset has it) is never raised.
-    headroom = {c.name: c.budget_headroom for c in domain_of(preset).settings.campaigns}
+    # A budget-limited campaign (by the account's drawn headroom) is never raised.
     for bg in backgrounds(preset):
+        headroom = bg.notes["state"].headroom
         for decoy in bg.notes["decoys"]:
             if decoy.kind == "budget_raise":
                 assert headroom[decoy.details["campaign"]] >= 1.35
-
-
-def test_budget_cut_decoy_does_not_bind(preset):
-    """A cut decoy has the form of BUDGET_CAP's edit but leaves the budget at least 1.3x the
-    campaign's typical spend: delivery is unchanged wherever the cut budget still does not bind
-    (pacing 1 in the factual world), and it binds on under 5% of the campaign's days. A preset
-    without a campaign that has the headroom draws no cut at all."""
-    domain = domain_of(preset)
-    panel = domain.scm.panel
-    headroom = {c.name: c.budget_headroom for c in domain.settings.campaigns}
-    served = set(panel.dimension("campaign").levels)
-    if not any(h * 0.92 > 1.3 for name, h in headroom.items() if name in served):
-        kinds = {d.kind for bg in backgrounds(preset, range(300)) for d in bg.notes["decoys"]}
-        assert "budget_cut" not in kinds
-        return
-    limited = []
-    for nth in range(3):
-        seed, decoy = find_nth(preset, "budget_cut", nth)
-        (iv,) = decoy.interventions
-        assert headroom[decoy.details["campaign"]] * iv.factor >= 1.3 - 1e-9
-        assert iv.factor <= 0.92
-        fact, cf = compare(preset, iv, seed)
-        cells = iv.where.mask(panel)
-        free = np.broadcast_to(fact["pacing"] == 1.0, panel.shape) | ~cells[:, None]
-        limited.append(1.0 - free[cells].mean())
-        for node in ("impressions", "clicks", "cost", "conversions", "conversion_value"):
-            assert np.array_equal(fact[node][free], cf[node][free]), node
-    assert max(limited) < 0.05
-
-
-def test_every_cause_edit_kind_has_a_decoy_of_the_same_form(preset):
-    """Budget cuts (where a campaign has the headroom) and widened targeting (audience or
-    location, 1D or 2D) appear among the decoys, so the kind of an edit alone does not name
-    BUDGET_CAP or TARGETING_EXPANSION."""
-    forms = set()
-    for bg in backgrounds(preset, range(120)):
-        for decoy in bg.notes["decoys"]:
-            forms.add(decoy.kind)
-        for edit in bg.notes["effect_free"]:
-            if edit.field in ("optimized_targeting", "location_options"):
-                forms.add((edit.field, edit.target.count("&") + 1))
-    assert {"budget_raise", "bid_adjustment"} <= forms
-    spare = [c for c in domain_of(preset).settings.campaigns if c.budget_headroom * 0.92 > 1.3]
-    assert ("budget_cut" in forms) == any(
-        c.name in domain_of(preset).scm.panel.dimension("campaign").levels for c in spare
-    )
-    assert {("optimized_targeting", 1), ("optimized_targeting", 2), ("location_options", 1)} <= (
-        forms
-    )
 
 
 def test_bid_adjustment_decoy_moves_its_slice_only(preset):

@@ -22,7 +22,7 @@ STRONG = {  # cause -> (slice, strength at the top of its prior)
     "DEMAND_SHIFT": ("", 0.45),
     "TARGETING_EXPANSION": ("audience=broad", 4.0),
     "PLACEMENT_SHIFT": ("placement=display", 6.0),
-    "BID_MODIFIER_CHANGE": ("device=desktop", 2.0),
+    "BID_MODIFIER_CHANGE": ("campaign=generic_search&device=desktop", 2.0),
     "CREATIVE_FATIGUE": ("creative=brand_rsa_1", 3.0),
     "TRACKING_OUTAGE": ("browser_os=ios_safari", 0.95),
     "LANDING_PAGE_BREAK": ("device=mobile&geo=us_west", 0.9),
@@ -205,13 +205,18 @@ def test_ad_disapproval_siblings_absorb(default_domain, seed):
     assert perf_f.loc[gone, "impressions"].sum() == 0 < perf_c.loc[gone, "impressions"].sum()
     sibling = rows(perf_f, "creative=pmax_asset_group_2", after)
     gained = perf_f.loc[sibling, "impressions"].sum() / perf_c.loc[sibling, "impressions"].sum()
-    # One of two equally weighted ads remains: the ad group serves 0.5 ** 0.6 = 0.66 of its
-    # auctions (lower ad strength), all on the sibling: 1.32x its own, up to the noise of
-    # ~2e5 impressions (a few tenths of a percent) and the per-cell rotation weights.
-    assert 1.2 < gained < 1.45
+    # One of two ads remains, with share s of the rotation (the account's own): it takes the ad
+    # group's eligible auctions, which it wins s ** 0.6 as often (lower ad strength): s ** -0.4
+    # times its own impressions, up to the noise of ~1e5 impressions (a few tenths of a
+    # percent) and the per-cell spread of rotation shares around the account's (a few %).
+    state = domain.background(np.random.default_rng(seed)).notes["state"]
+    share = state.rotation_share(domain.scm.panel, "pmax_asset_group_2")
+    assert gained >= share**-0.4 * 0.97  # (more where a freed budget lets it serve more)
     group = rows(perf_f, "campaign=pmax_prospecting", after)
     lost = perf_f.loc[group, "impressions"].sum() / perf_c.loc[group, "impressions"].sum()
-    assert lost < 0.8  # the disapproval costs the campaign real volume, not just a reshuffle
+    # The campaign keeps share ** 0.6 of its impressions, or more where it was budget-limited
+    # (the spend it no longer makes lets the rest serve): it loses real volume all the same.
+    assert share**0.6 * 0.97 < lost < 0.95
     status = fact["creatives"].set_index("creative")["policy_status"]
     assert status["pmax_asset_group_1"] == "disapproved"
 
@@ -232,11 +237,19 @@ def test_segment_mix_causes_grow_their_slice(default_domain, seed):
             / cf["perf_daily"].loc[after, "impressions"].sum()
         )
         # A bid raise saturates (the account already wins most auctions it bids in), so its
-        # share grows least; expansion and placement shifts add volume outright.
-        assert share_f > (1.1 if cause == "BID_MODIFIER_CHANGE" else 1.3) * share_c, cause
+        # share grows least; expansion and placement shifts add volume outright. On a campaign
+        # that is budget-limited in this account (allowed spend under its typical spend), a
+        # bid raise buys dearer clicks, not more: its share need not grow.
+        if cause == "BID_MODIFIER_CHANGE":
+            state = domain.background(np.random.default_rng(seed)).notes["state"]
+            limited = state.headroom["generic_search"] * domain.settings.overdelivery < 1.3
+            if not limited:
+                assert share_f > 1.1 * share_c, cause
+        else:
+            assert share_f > 1.3 * share_c, cause
     # A bid raise makes the slice's clicks dearer.
     draw, _, fact, cf = run(domain, "BID_MODIFIER_CHANGE", seed=seed)
-    sl = rows(fact["perf_daily"], "device=desktop", onset_date(domain, draw))
+    sl = rows(fact["perf_daily"], STRONG["BID_MODIFIER_CHANGE"][0], onset_date(domain, draw))
     f, c = totals(fact["perf_daily"], sl), totals(cf["perf_daily"], sl)
     assert f["cost"] / f["clicks"] > 1.1 * c["cost"] / c["clicks"]
     # Widening targeting brings low-intent users: the slice converts worse.
@@ -427,17 +440,24 @@ def test_table_schemas_and_sizes_do_not_depend_on_the_cause(domain):
 
 
 def test_prompt_is_cause_blind(domain):
-    """Same background and noise, different causes: the prompts differ only in the alert line."""
+    """Same background and noise, different causes: the prompts differ only in the alerts (the
+    lines that name them and their count)."""
     prompts = {}
     for cause in ("NO_ANOMALY", "TRACKING_OUTAGE", "BUDGET_CAP"):
         _, _, fact, _ = run(domain, cause, seed=2)
         prompts[cause] = domain.task_prompt(fact)
     strip = {
-        c: [line for line in p.splitlines() if not line.startswith("ALERT:")]
+        c: [
+            line
+            for line in p.splitlines()
+            if not line.startswith("ALERT:") and "It just paged (" not in line
+        ]
         for c, p in prompts.items()
     }
     assert strip["NO_ANOMALY"] == strip["TRACKING_OUTAGE"] == strip["BUDGET_CAP"]
     for prompt in prompts.values():
-        assert prompt.count("ALERT:") == 1
+        n = prompt.count("ALERT:")
+        assert 1 <= n <= 3
+        assert f"It just paged ({n} alert" in prompt
         for other in STRONG:  # every cause is listed once, in the same order
             assert prompt.count(f"- {other}:") == 1

@@ -54,10 +54,11 @@ def test_gym_episode_scores_the_right_answer(dataset):
         obs, reward, terminated, truncated, _ = env.step(
             {"name": "sql", "arguments": '{"query": "SELECT count(*) AS n FROM campaigns"}'}
         )
-        assert "2" in obs and reward == 0.0 and not terminated and not truncated
+        assert "4" in obs and reward == 0.0 and not terminated and not truncated
         obs, *_ = env.step({"name": "python", "arguments": {"code": "n = len(creatives)"}})
         obs, *_ = env.step({"name": "python", "arguments": {"code": "print(n * 10)"}})
-        assert obs.strip() == "60"  # the namespace persists between calls
+        # 4 campaigns x (2 ads + an old paused one): the namespace persists between calls
+        assert obs.strip() == "120"
         answer = correct_answer(env.source, "envtest-000002")
         obs, reward, terminated, truncated, info = env.step({"name": "submit", "arguments": answer})
         assert terminated and not truncated and reward == pytest.approx(1.0)

@@ -1,6 +1,10 @@
 """Scripted baselines for the ads domain, acting only through the agent tools.
 
-- ``teacher``: an analyst's playbook. It looks at the tables, reads the change history, checks
+The default ``teacher`` is the hypothesis-driven investigator of the ``teacher`` package beside
+this module (``TeacherAgent`` below is that class, so the ``teacher`` entry point keeps
+working); this module keeps the earlier playbook as ``scripted``.
+
+- ``scripted``: an analyst's playbook. It looks at the tables, reads the change history, checks
   the account-level picture (impression share lost to budget and to rank, eligible auctions,
   CPC), and otherwise scans 1D and 2D slices for each segment signal (tracked conversions
   against backend orders, backend orders, invalid clicks, CTR, CVR, CPC, volume, creative and
@@ -23,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from causaltrace.agents import Agent, last_json_object
+from causaltrace_domains.ads.teacher import InvestigatorAgent as TeacherAgent
 
 NOTEBOOK = Path(__file__).with_name("notebook.py")
 Z_SEGMENT = 5.0  # a segment signal must be this significant to be believed
@@ -60,10 +65,10 @@ SEGMENT_SIGNALS = {
 }
 
 
-class TeacherAgent(Agent):
-    """The scripted analyst (see the module docstring)."""
+class ScriptedAgent(Agent):
+    """The scripted analyst (see the module docstring): the teacher before issue 24."""
 
-    name = "teacher"
+    name = "scripted"
 
     async def run(self, session, rng: np.random.Generator) -> None:
         tools = _Tools(session)
@@ -208,6 +213,8 @@ class LocalizerAgent(Agent):
             f"({', '.join(elements)}); the rule maps {dim} to {cause}.",
         )
 
+
+__all__ = ["LocalizerAgent", "ScriptedAgent", "TeacherAgent"]
 
 _LOCALIZER_DIMS = ["campaign", "creative", "placement", "device", "browser_os", "geo", "audience"]
 _LOCALIZER_RULE = {

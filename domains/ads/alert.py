@@ -8,8 +8,9 @@ conversions and conversion value divided by the share of them the account's conv
 curve says has been reported at each day's age (recent days are still collecting conversions;
 comparing them raw with matured weeks raises an alert on conversion lag alone). A reading fires
 when its adverse move is at least ``MIN_MOVE`` and at least ``Z_FIRE`` times its noise (the larger
-of the counts' sampling noise and the week-to-week variation of the baseline weeks themselves);
-the rule raises the fired reading of the largest severity. An alert's existence, size or
+of the counts' sampling noise and the week-to-week variation of the baseline weeks themselves,
+leaving out the most unusual week); the page shows up to three fired readings, most severe
+first, one per KPI. An alert's existence, size or
 wording therefore says nothing about the cause: without a cause the rule still fires on noise,
 seasonality the calendar does not know, or a routine change (a promotion ending, a paused
 campaign, a bidding learning period).
@@ -98,10 +99,11 @@ def monitor_readings(
         weekly = {c: (adjusted[c][base_idx] * keep).sum(axis=1) for c in TOTALS}
         expected = {c: (profile[c][None, :] * keep).sum(axis=1) for c in TOTALS}
         for kpi, (num, den, adverse) in KPIS.items():
-            cur = current[num] / current[den] if den else current[num]
-            base = baseline[num] / baseline[den] if den else baseline[num]
             if den and (current[den] <= 0 or baseline[den] <= 0):
-                cur = base = 0.0
+                cur = base = 0.0  # a ratio without a denominator (e.g. a paused week) is no move
+            else:
+                cur = current[num] / current[den] if den else current[num]
+                base = baseline[num] / baseline[den] if den else baseline[num]
             count = NOISE_COUNT[kpi]
             rel_sd = OVERDISPERSION * np.sqrt(
                 1.0 / max(raw_current[count], 1.0) + 1.0 / max(raw_base[count], 1.0)
@@ -110,15 +112,22 @@ def monitor_readings(
                 week_value = weekly[num] / weekly[den] if den else weekly[num]
                 week_expected = expected[num] / expected[den] if den else expected[num]
                 deviation = week_value / week_expected - 1.0
-            deviation = deviation[np.isfinite(deviation)]
-            history_sd = (
-                float(np.sqrt(np.sum(deviation**2) / (deviation.size - 1)))
-                if deviation.size > 1
-                else 0.0
-            )
+            history_sd = typical_week_move(deviation[np.isfinite(deviation)])
             threshold = max(MIN_MOVE, Z_FIRE * max(float(rel_sd), history_sd))
             readings.append(AlertReading(kpi, scope, float(cur), float(base), adverse, threshold))
     return readings
+
+
+def typical_week_move(deviation: np.ndarray) -> float:
+    """How much a baseline week moves by itself: the root mean square of the weeks' deviations
+    from the weekday profile (n - 1 degrees of freedom, the profile being their mean), leaving
+    out the most unusual week when there are more than two (a week with a paused campaign or a
+    sale is not the scope's usual variation, and would otherwise raise the bar for a month)."""
+    if deviation.size <= 1:
+        return 0.0
+    if deviation.size > 2:
+        deviation = np.delete(deviation, int(np.argmax(np.abs(deviation))))
+    return float(np.sqrt(np.sum(deviation**2) / max(deviation.size - 1, 1)))
 
 
 def alert_text(reading: AlertReading, dates: Sequence[str], window: int, weeks: int) -> str:
@@ -134,14 +143,14 @@ def alert_text(reading: AlertReading, dates: Sequence[str], window: int, weeks: 
 
 
 def shown_alert(readings: Sequence[AlertReading]) -> AlertReading:
-    """The alert the prompt shows: the raised one; with the verifier's alert gate off, an
-    episode may raise none, and the largest adverse move is shown instead."""
+    """The first alert the prompt shows: the raised one; with the verifier's alert gate off,
+    an episode may raise none, and the largest adverse move is shown instead."""
     raised = raised_alert(readings)
     return raised if raised is not None else max(readings, key=lambda r: r.severity)
 
 
 def task_prompt(
-    alert: str,
+    alerts: Sequence[str],
     tables: Mapping[str, int],
     dimensions: Mapping[str, tuple[str, ...]],
     currency: str,
@@ -156,6 +165,8 @@ def task_prompt(
     says that one or more root causes may be at work and how to submit several, whatever the
     episode has; without it the prompt is the single-cause one."""
     no_slice = [c for c, s in CAUSES.items() if s.group in (CAMPAIGN_WIDE, NO_SIGNAL)]
+    alert_lines = "\n".join(f"ALERT: {line}" for line in alerts)
+    plural = f"{len(alerts)} alert" + ("s" if len(alerts) > 1 else "")
     causes = "\n".join(f"- {name}: {spec.description}" for name, spec in CAUSES.items())
     table_list = ", ".join(sorted(tables))
     dims = "\n".join(f"- {d}: {', '.join(levels)}" for d, levels in dimensions.items())
@@ -164,11 +175,12 @@ The monitoring rule compares each KPI of the account and of each campaign over t
 complete days with the same weekdays of the {weeks} weeks before, leaving out the holiday season.
 Conversions keep arriving for weeks after the click, so conversions and conversion value are
 first divided by the share the account's conversion-delay curve (table conversion_lag_curve)
-expects to be reported at each day's age. The rule raises the largest adverse move that is at
-least {MIN_MOVE:.0%} and beyond {Z_FIRE:.0f} times its noise (the larger of the counts' sampling noise
-and how much the baseline weeks moved among themselves). It just fired:
+expects to be reported at each day's age. A KPI pages when its adverse move is at least
+{MIN_MOVE:.0%} and beyond {Z_FIRE:.0f} times its noise (the larger of the counts' sampling noise and how much
+the baseline weeks moved among themselves, leaving out the most unusual one); a page lists up to
+three KPIs, each at the scope where it moved most. It just paged ({plural}, most severe first):
 
-ALERT: {alert}
+{alert_lines}
 
 Find the root cause of the movement. The account's reports are DuckDB tables ({table_list});
 the table data_dictionary describes every column. Investigate with the sql and python tools.

@@ -27,7 +27,7 @@ import numpy as np
 from causaltrace import (
     Background,
     Decay,
-    Intervention,
+    InterventionPoint,
     Panel,
     Ramp,
     Scale,
@@ -35,16 +35,19 @@ from causaltrace import (
     Window,
 )
 from causaltrace.errors import CausalTraceError
+from causaltrace_domains.ads.account_state import AccountState, StatePrior, sample_state
 from causaltrace_domains.ads.config import US, AdsConfig, CampaignSpec
-from causaltrace_domains.ads.dimensions import BIDDING
+from causaltrace_domains.ads.records import Calendar, Edit, Process
+from causaltrace_domains.ads.twins import TwinContext, TwinPrior, sample_twins
 
-HISTORY_DAYS = 30  # platforms keep 30 days of edits
 PEOPLE = ("anna.k@agency.example", "li.m@brand.example", "j.osei@agency.example")
 RULES_USER = "automated_rules"
 USERS = (*PEOPLE, RULES_USER)  # who makes an edit when its process does not say
 SYSTEM_USER = "system"  # billing suspensions are logged by the platform, not by a person
 ACCOUNT = "account"  # the target of account-level edits (their campaign column is empty)
-MANUAL_BIDDING = "manual_cpc"
+# Automated rules can pause and enable campaigns and change budgets and bids; they cannot edit
+# targeting, schedules, ads, assets or keywords: such rows are a person's.
+RULE_FIELDS = ("status", "daily_budget", "bid_adjustment")
 COUNTRY_NAMES = {"us": "the US", "uk": "the UK", "canada": "Canada"}
 
 
@@ -139,22 +142,15 @@ class EnhancedConversionsPrior:
 
 @dataclass(frozen=True)
 class DecoyPrior:
-    """Edits that look plausible on targets the campaign serves but move no outcome by
-    themselves (budget raises and cuts on campaigns that are not budget-limited carry their
-    budget intervention; the harmless kinds carry none), plus small real bid adjustments.
+    """Everyday edits besides the causes' twins (:mod:`causaltrace_domains.ads.twins`): budget
+    raises on campaigns that are not budget-limited (they carry their budget intervention and
+    change no delivery), small real bid adjustments, and harmless edits that carry none."""
 
-    Each kind of edit a cause makes has a decoy of the same form (a budget cut, a targeting
-    widened), so the kind of an edit never names the cause: an analyst has to check whether the
-    data moved where and when the edit says (``causaltrace-audit``'s change-history probe)."""
-
-    effectful: tuple[int, int] = (0, 2)  # budget raises and cuts, bid adjustments per episode
+    effectful: tuple[int, int] = (0, 2)  # budget raises and bid adjustments per episode
     effectful_weights: Mapping[str, float] = field(
-        default_factory=lambda: {"budget_raise": 0.3, "budget_cut": 0.3, "bid_adjustment": 0.4}
+        default_factory=lambda: {"budget_raise": 0.4, "bid_adjustment": 0.6}
     )
     budget_raise: tuple[float, float] = (1.15, 1.6)
-    # A cut decoy leaves the budget at least this multiple of the campaign's typical spend, so
-    # it does not bind (only campaigns with headroom to spare get one).
-    budget_cut_floor: float = 1.3
     # A campaign whose budget is at least this multiple of its typical spend is not limited.
     unlimited_headroom: float = 1.35
     bid_adjustment_pct: tuple[int, int] = (10, 25)  # +- this much, with its intervention
@@ -165,7 +161,6 @@ class DecoyPrior:
             "negative_keywords": 0.2,
             "ad_schedule": 0.15,
             "tracking_suffix": 0.15,
-            "targeting_widened": 0.2,
         }
     )
 
@@ -195,12 +190,19 @@ class BackgroundPrior:
     consent_change: ConsentChangePrior = ConsentChangePrior()
     enhanced_conversions: EnhancedConversionsPrior = EnhancedConversionsPrior()
     decoys: DecoyPrior = DecoyPrior()
+    twins: TwinPrior = field(default_factory=TwinPrior)
+    state: StatePrior = field(default_factory=StatePrior)
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any] | None) -> BackgroundPrior:
         """Defaults overridden by a (Hydra/OmegaConf) mapping; unknown keys raise by name."""
         data = dict(data or {})
-        sub = {**{k: PROCESS_PRIORS[k] for k in PROCESS_PRIORS}, "decoys": DecoyPrior}
+        sub = {
+            **{k: PROCESS_PRIORS[k] for k in PROCESS_PRIORS},
+            "decoys": DecoyPrior,
+            "twins": TwinPrior,
+            "state": StatePrior,
+        }
         values: dict[str, Any] = {}
         for key, value in data.items():
             if key in sub:
@@ -242,99 +244,6 @@ def background_prior(config: AdsConfig) -> BackgroundPrior:
 
 
 @dataclass(frozen=True)
-class Edit:
-    """One change-history row the account logged (rendered by ``changes.change_history``).
-
-    ``user`` empty: a user is taken from the episode's users. ``harmless``: the edit changes
-    nothing in the model and carries no intervention. ``cpa_ratio``: a target-CPA edit whose old
-    value is read from the world (the campaign's CPA over the 14 days before) and whose new value
-    is ``cpa_ratio`` times it. ``daily_budget`` edits read both values from the world.
-    """
-
-    day: int
-    hour: int
-    campaign: str
-    change_type: str
-    target: str
-    field: str
-    old_value: str
-    new_value: str
-    user: str = ""
-    harmless: bool = False
-    cpa_ratio: float | None = None
-
-
-@dataclass(frozen=True)
-class Process:
-    """A background process or a decoy: its interventions (in both worlds), the edits it logged
-    inside the history window, and the parameters it was drawn with."""
-
-    kind: str
-    interventions: tuple[Intervention, ...] = ()
-    edits: tuple[Edit, ...] = ()
-    details: Mapping[str, Any] = field(default_factory=dict)
-
-    def touches_alert_window(self, calendar: Calendar) -> bool:
-        return any(calendar.touches(iv.window) for iv in self.interventions)
-
-
-@dataclass(frozen=True)
-class Calendar:
-    """The days that matter for placing a process: the history window, the alert window and
-    the baseline weeks it is compared with."""
-
-    n_time: int
-    alert_days: int
-    baseline_days: int
-
-    @classmethod
-    def of(cls, panel: Panel, config: AdsConfig) -> Calendar:
-        return cls(panel.n_time, int(config.alert_window_days), 7 * int(config.baseline_weeks))
-
-    @property
-    def first_logged(self) -> int:
-        return max(0, self.n_time - HISTORY_DAYS)
-
-    @property
-    def alert_start(self) -> int:
-        return max(0, self.n_time - self.alert_days)
-
-    @property
-    def span_start(self) -> int:
-        """First day of the baseline weeks the alert compares the alert window with."""
-        return max(0, self.alert_start - self.baseline_days)
-
-    def touches(self, window: Window) -> bool:
-        """Non-zero weight on a day of the alert window, and not constant from the baseline
-        weeks on (a change settled before them moves baseline and alert days alike)."""
-        w = window.weights(self.n_time)
-        span = w[self.span_start :]
-        return bool((w[self.alert_start :] > 0).any() and not np.all(span == span[0]))
-
-    def transient(
-        self, rng: np.random.Generator, length: int, in_alert: bool, last_end: int | None = None
-    ) -> int:
-        """Onset of a process active ``length`` days: overlapping the alert window, or ending
-        before it. ``last_end`` bounds ``onset + length`` (default: may run past the panel)."""
-        latest = self.n_time - 1 if last_end is None else last_end - length
-        if in_alert:
-            lo, hi = max(self.alert_start - length + 1, 0), latest
-        else:
-            lo, hi = 0, min(self.alert_start - length, latest)
-        return int(rng.integers(lo, max(hi, lo) + 1))
-
-    def lasting(self, rng: np.random.Generator, settle: int, in_alert: bool) -> int:
-        """Onset of a lasting change at full weight ``settle`` days after its onset: in the
-        last two alert windows, or settled before the baseline weeks start."""
-        if in_alert:
-            lo, hi = max(self.alert_start - self.alert_days, self.span_start + 1), self.n_time - 1
-        else:
-            lo, hi = 0, self.span_start - settle
-        lo = min(lo, self.n_time - 1)
-        return int(rng.integers(lo, max(hi, lo) + 1))
-
-
-@dataclass(frozen=True)
 class Account:
     """What the account serves: its campaigns and the levels each one serves."""
 
@@ -360,7 +269,7 @@ class Account:
         return tuple(c.name for c in (self.campaigns if specs is None else specs))
 
     def smart_bidding(self) -> tuple[CampaignSpec, ...]:
-        return tuple(c for c in self.campaigns if BIDDING.get(c.kind) != MANUAL_BIDDING)
+        return tuple(c for c in self.campaigns if c.smart_bidding)
 
     def on_search(self) -> tuple[CampaignSpec, ...]:
         return tuple(c for c in self.campaigns if self.serves(c.name, placement="search"))
@@ -663,31 +572,31 @@ AD_TEXT = (
 )
 
 
-def _effectful_decoy(p: DecoyPrior, acc: Account, cal: Calendar, rng) -> Process:
+def _effectful_decoy(
+    p: DecoyPrior, acc: Account, cal: Calendar, state: AccountState, rng
+) -> Process:
     day, hour = int(rng.integers(cal.first_logged, cal.n_time)), int(rng.integers(7, 20))
-    unlimited = [c for c in acc.campaigns if c.budget_headroom >= p.unlimited_headroom]
-    spare = [c for c in unlimited if p.budget_cut_floor / c.budget_headroom < 0.92]
-    available = {"budget_raise": unlimited, "budget_cut": spare, "bid_adjustment": acc.campaigns}
+    unlimited = [c for c in acc.campaigns if state.headroom[c.name] >= p.unlimited_headroom]
+    adjustable = [c for c in acc.campaigns if c.takes_bid_adjustments]
+    available = {"budget_raise": unlimited, "bid_adjustment": adjustable}
     kinds = [k for k, w in p.effectful_weights.items() if w > 0 and available.get(k)]
     weights = np.array([p.effectful_weights[k] for k in kinds], dtype=np.float64)
     kind = kinds[int(rng.choice(len(kinds), p=weights / weights.sum()))]
     campaign = _pick(rng, acc.names(available[kind]))
-    if kind in ("budget_raise", "budget_cut"):  # a budget change that does not bind
-        if kind == "budget_raise":
-            factor = _uniform(rng, p.budget_raise)
-        else:  # down to no less than budget_cut_floor x the typical spend
-            headroom = next(c.budget_headroom for c in spare if c.name == campaign)
-            factor = _uniform(rng, (p.budget_cut_floor / headroom, 0.92))
+    if kind == "budget_raise":  # a raise on a campaign that is not limited: does not bind
+        factor = _uniform(rng, p.budget_raise)
         iv = Scale(
-            "daily_budget", where=Slice.of(campaign=campaign), window=Window(day), factor=factor
+            "budget_change", where=Slice.of(campaign=campaign), window=Window(day), factor=factor
         )
-        edit = Edit(day, hour, campaign, "budget", "campaign", "daily_budget", "", "")
+        edit = Edit(
+            day, hour, campaign, "budget", "campaign", "daily_budget", "", "", factor=factor
+        )
         return Process(kind, (iv,), (edit,), {"campaign": campaign, "factor": factor})
     dim = _pick(rng, ("device", "geo", "audience"))
     level = _pick(rng, tuple(v for v in acc.levels(campaign, dim) if v != "ctv"))
     pct = _integer(rng, p.bid_adjustment_pct) * (1 if rng.random() < 0.5 else -1)
     where = Slice.of(campaign=campaign, **{dim: level})
-    iv = Scale("bid", where=where, window=Window(day), factor=1 + pct / 100)
+    iv = Scale("bid_modifier", where=where, window=Window(day), factor=1 + pct / 100)
     edit = Edit(
         day, hour, campaign, "bid_modifier", f"{dim}={level}", "bid_adjustment", "+0%", f"{pct:+d}%"
     )
@@ -712,29 +621,16 @@ def _harmless_edit(p: DecoyPrior, acc: Account, cal: Calendar, rng) -> Edit:
             f"{before} keywords",
             f"{after} keywords",
         )
-    elif kind == "audience_observation" and search:  # reporting on a segment: reach unchanged
+    elif kind == "audience_observation" and search:  # a list added for reporting only
         campaign = _pick(rng, search)
-        audience = _pick(rng, acc.levels(campaign, "audience"))
+        before = int(rng.integers(1, 4))
         edit = (
             "targeting",
-            f"audience={audience}",
-            "audience_targeting_mode",
-            "none",
-            "observation",
+            "campaign",
+            "observed_audience_segments",
+            f"{before} segments",
+            f"{before + 1} segments",
         )
-    elif kind == "targeting_widened":  # the same form as TARGETING_EXPANSION's edit
-        # Widened where it finds no new eligible traffic (the data does not move): only the
-        # data can tell it from the cause's edit.
-        audiences = [a for a in acc.levels(campaign, "audience") if a in ("broad", "lookalike")]
-        form = rng.random()
-        if audiences and form < 0.55:  # an audience, in one geo or everywhere (as the cause's)
-            target = f"audience={_pick(rng, audiences)}"
-            if form < 0.2:
-                target += f"&geo={_pick(rng, acc.levels(campaign, 'geo'))}"
-            edit = ("targeting", target, "optimized_targeting", "off", "on")
-        else:
-            target = f"geo={_pick(rng, acc.levels(campaign, 'geo'))}"
-            edit = ("targeting", target, "location_options", "presence", "presence_or_interest")
     elif kind == "ad_schedule":  # the schedule is split but keeps every hour
         edit = ("campaign", "campaign", "ad_schedule", *SCHEDULE_EDIT)
     elif kind == "tracking_suffix":
@@ -754,16 +650,20 @@ def sample_background(
     config: AdsConfig,
     rng: np.random.Generator,
     prior: BackgroundPrior | None = None,
+    points: Mapping[str, InterventionPoint] | None = None,
 ) -> Background:
-    """Background processes and decoy edits for one episode (both worlds).
+    """The account's state, background processes, twins of the causes and decoy edits for one
+    episode (both worlds).
 
     The change history always holds ``total_edits`` rows: the cause's own edits (if any, at
-    most one per campaign), the edits the processes and effectful decoys logged inside the
-    history window, and as many harmless edits as fill the rest; its size therefore does not
-    depend on the cause. Every draw comes from ``rng``.
+    most one per campaign), the edits the processes, twins and effectful decoys logged inside
+    the history window, and as many harmless edits as fill the rest; its size therefore does
+    not depend on the cause. ``points`` are the SCM's intervention points, whose priors the
+    twins draw from (none without them). Every draw comes from ``rng``.
     """
     prior = background_prior(config) if prior is None else prior
     acc, cal = Account.of(panel, config), Calendar.of(panel, config)
+    state = sample_state(panel, config, rng, prior.state)
     kinds = eligible_kinds(prior, acc)
     names = tuple(kinds)
     weights = np.array([kinds[k] for k in names], dtype=np.float64)
@@ -786,17 +686,24 @@ def sample_background(
         else:
             process = SAMPLERS[kind](*args)
         processes.append(_in_history(process, cal))
+    twins = ()
+    if points:
+        context = TwinContext(panel, config, state, points)
+        twins = tuple(_in_history(t, cal) for t in sample_twins(context, prior.twins, rng))
     decoys = [
-        _in_history(_effectful_decoy(prior.decoys, acc, cal, rng), cal)
+        _in_history(_effectful_decoy(prior.decoys, acc, cal, state, rng), cal)
         for _ in range(_integer(rng, prior.decoys.effectful))
     ]
-    logged = tuple(e for p in (*processes, *decoys) for e in p.edits)
+    logged = tuple(e for p in (*processes, *twins, *decoys) for e in p.edits)
     lo, hi = config.decoy_edits
     room = int(rng.integers(lo, hi + 1)) + len(acc.campaigns)  # harmless edits + a cause's
     harmless = tuple(_harmless_edit(prior.decoys, acc, cal, rng) for _ in range(room))
     total = room + len(logged)
     users = tuple(_pick(rng, USERS) for _ in range(total))
-    interventions = tuple(iv for p in (*processes, *decoys) for iv in p.interventions)
+    interventions = (
+        *state.interventions(panel),
+        *(iv for p in (*processes, *twins, *decoys) for iv in p.interventions),
+    )
     return Background(
         interventions,
         {
@@ -805,7 +712,9 @@ def sample_background(
             "effect_free": harmless,
             "users": users,
             "processes": tuple(processes),
+            "twins": twins,
             "decoys": tuple(decoys),
+            "state": state,
             "touches_alert_window": any(p.touches_alert_window(cal) for p in processes),
             "prior": prior,
         },

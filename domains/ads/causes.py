@@ -7,18 +7,26 @@ profile, the channels its signal enters through, and the causes it is most easil
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
+
 from causaltrace import (
+    Decay,
     InterventionDraw,
     InterventionPoint,
     InterventionPrior,
+    Panel,
     Ramp,
     Replace,
     Scale,
+    Slice,
     Step,
+    Window,
 )
 from causaltrace_domains.ads import mechanisms as m
+from causaltrace_domains.ads.config import AdsConfig, CampaignSpec
 
 CAMPAIGN_WIDE = "campaign-wide"
 SEGMENT_MIX = "segment-mix"
@@ -39,8 +47,10 @@ class CauseSpec:
     account_change: str | None = None  # the change-history edit the account made, if any
     # The median detection SNR of the cause's accepted episodes under the default account and
     # prior (the verifier's signature statistic on the visible tables): the unit of a difficulty
-    # tier's SNR band. Measured on data/ads_test (235 episodes) with
-    # `python -m causaltrace.episodes.difficulty data/ads_test`; None for the no-signal cause.
+    # tier's SNR band. Measured on a fresh split of the ads_test composition (235 episodes, seed
+    # 424242; the campaign-wide COMPETITIVE_PRESSURE and DEMAND_SHIFT on 48 episodes of theirs
+    # after their effects became heterogeneous) with
+    # `python -m causaltrace.episodes.difficulty <dir>`; None for the no-signal cause.
     typical_snr: float | None = None
 
 
@@ -50,11 +60,12 @@ CAUSES: dict[str, CauseSpec] = {
         CauseSpec(
             "BUDGET_CAP",
             CAMPAIGN_WIDE,
-            "daily budgets were cut; delivery is throttled to fit them and impressions are lost",
+            "daily budgets were cut below what campaigns spend; delivery is throttled to fit them "
+            "and impressions are lost",
             ("volume",),
             ("DEMAND_SHIFT", "COMPETITIVE_PRESSURE"),
             "budget",
-            typical_snr=18.9,
+            typical_snr=6.7,
         ),
         CauseSpec(
             "COMPETITIVE_PRESSURE",
@@ -62,7 +73,7 @@ CAUSES: dict[str, CauseSpec] = {
             "competitors bid up: CPCs rise and more impressions are lost on ad rank",
             ("volume", "rate"),
             ("BUDGET_CAP", "DEMAND_SHIFT"),
-            typical_snr=5.6,
+            typical_snr=4.2,
         ),
         CauseSpec(
             "DEMAND_SHIFT",
@@ -70,7 +81,7 @@ CAUSES: dict[str, CauseSpec] = {
             "fewer people search or browse: auctions fall while share and rates hold",
             ("volume",),
             ("BUDGET_CAP", "COMPETITIVE_PRESSURE"),
-            typical_snr=3.5,
+            typical_snr=2.2,
         ),
         CauseSpec(
             "TARGETING_EXPANSION",
@@ -79,7 +90,7 @@ CAUSES: dict[str, CauseSpec] = {
             ("mix", "rate"),
             ("BID_MODIFIER_CHANGE", "PLACEMENT_SHIFT"),
             "targeting",
-            typical_snr=4.2,
+            typical_snr=6.9,
         ),
         CauseSpec(
             "PLACEMENT_SHIFT",
@@ -87,16 +98,17 @@ CAUSES: dict[str, CauseSpec] = {
             "automatic placement moved volume to a cheap, low-converting placement",
             ("mix",),
             ("TARGETING_EXPANSION", "INVALID_TRAFFIC"),
-            typical_snr=16.5,
+            typical_snr=10.1,
         ),
         CauseSpec(
             "BID_MODIFIER_CHANGE",
             SEGMENT_MIX,
-            "a bid adjustment on a device, geo or audience changed that segment's share",
+            "a bid adjustment on a device, geo or audience changed that segment's share (manual "
+            "CPC campaigns apply adjustments; smart bidding ignores them)",
             ("mix", "rate"),
             ("TARGETING_EXPANSION", "COMPETITIVE_PRESSURE"),
             "bid_modifier",
-            typical_snr=5.0,
+            typical_snr=4.4,
         ),
         CauseSpec(
             "CREATIVE_FATIGUE",
@@ -104,7 +116,7 @@ CAUSES: dict[str, CauseSpec] = {
             "an ad wears out: its CTR decays as its audience sees it again and again",
             ("rate",),
             ("AD_DISAPPROVAL", "DEMAND_SHIFT"),
-            typical_snr=14.9,
+            typical_snr=14.3,
         ),
         CauseSpec(
             "TRACKING_OUTAGE",
@@ -112,7 +124,7 @@ CAUSES: dict[str, CauseSpec] = {
             "the conversion tag stops firing for some users; real orders are unchanged",
             ("rate",),
             ("LANDING_PAGE_BREAK", "NO_ANOMALY"),
-            typical_snr=15.4,
+            typical_snr=17.5,
         ),
         CauseSpec(
             "LANDING_PAGE_BREAK",
@@ -120,7 +132,7 @@ CAUSES: dict[str, CauseSpec] = {
             "the landing page breaks for some users: real orders fall with conversions",
             ("rate",),
             ("TRACKING_OUTAGE", "INVALID_TRAFFIC"),
-            typical_snr=15.2,
+            typical_snr=18.0,
         ),
         CauseSpec(
             "INVALID_TRAFFIC",
@@ -128,7 +140,7 @@ CAUSES: dict[str, CauseSpec] = {
             "bots click the ads: CTR and invalid clicks rise, conversion rate falls",
             ("rate",),
             ("LANDING_PAGE_BREAK", "PLACEMENT_SHIFT"),
-            typical_snr=14.0,
+            typical_snr=15.9,
         ),
         CauseSpec(
             "AD_DISAPPROVAL",
@@ -137,7 +149,7 @@ CAUSES: dict[str, CauseSpec] = {
             ("mix", "volume"),
             ("CREATIVE_FATIGUE", "BUDGET_CAP"),
             "policy",
-            typical_snr=258.2,
+            typical_snr=298.6,
         ),
         CauseSpec(
             "NO_ANOMALY",
@@ -166,6 +178,48 @@ def _scale(node: str, direction: float):
     return build
 
 
+# Smart bidding relearns after a large budget edit: CPC up, CVR down, fading over days.
+LEARNING_EDIT = 0.3  # a budget change of at least this share starts a learning period
+LEARNING_DAYS = 10
+LEARNING_HALF_LIFE = 3.0
+
+
+def budget_interventions(
+    campaigns, factor: float, window: Window, specs: Mapping[str, CampaignSpec]
+) -> list[Scale]:
+    """A budget edit to ``factor`` x the budget on each of ``campaigns`` from ``window``'s
+    onset, and the learning period it starts on smart-bidding campaigns when it is large (so a
+    cut on a smart campaign also moves its CPC and CVR for a while, whether or not it binds)."""
+    out = []
+    change = abs(1.0 - factor)
+    for name in campaigns:
+        where = Slice.of(campaign=name)
+        out.append(Scale("budget_change", where=where, window=window, factor=factor))
+        if specs[name].smart_bidding and change >= LEARNING_EDIT:
+            learning = Window(window.onset, window.onset + LEARNING_DAYS, Decay(LEARNING_HALF_LIFE))
+            out.append(Scale("expected_cpc", where=where, window=learning, factor=1 + 0.4 * change))
+            out.append(Scale("cvr", where=where, window=learning, factor=1 - 0.2 * change))
+    return out
+
+
+def _budget_cut(specs: Mapping[str, CampaignSpec]):
+    def build(draw: InterventionDraw):
+        # A draw made by hand, without the prior's extras, cuts every campaign (account-wide).
+        campaigns = draw.extras.get("campaigns") or tuple(specs)
+        return budget_interventions(campaigns, 1.0 - draw.strength, draw.window, specs)
+
+    return build
+
+
+def budget_campaigns(rng: np.random.Generator, panel: Panel, where: Slice) -> dict:
+    """Which campaigns a budget edit reaches: one to all of them, as edits are made (a single
+    campaign's budget, or a cut across the account)."""
+    names = list(panel.dimension("campaign").levels)
+    k = int(rng.integers(1, len(names) + 1))
+    chosen = sorted(int(i) for i in rng.choice(len(names), size=k, replace=False))
+    return {"campaigns": [names[i] for i in chosen]}
+
+
 def _fatigue(healthy: m.ClickThroughRate):
     def build(draw: InterventionDraw):
         fatigued = m.FatiguedCtr(healthy, onset=draw.window.onset, decay=draw.strength)
@@ -178,22 +232,41 @@ def _nothing(draw: InterventionDraw):
     return []
 
 
+def bid_adjustable_levels(config: AdsConfig) -> dict[str, tuple[str, ...]]:
+    """The campaigns whose bids an adjustment changes (manual CPC) and, per dimension, the
+    levels they serve (connected TVs take no device adjustment)."""
+    manual = [c for c in config.campaigns if c.applies_bid_adjustments]
+    levels = {
+        "campaign": tuple(c.name for c in manual),
+        "device": ("mobile", "desktop", "tablet"),
+    }
+    for dim in ("geo", "audience"):
+        served = [level for c in manual for level in getattr(c, f"{dim}s")]
+        levels[dim] = tuple(dict.fromkeys(served))
+    return levels
+
+
 def intervention_points(
-    onset: tuple[int, int], healthy_ctr: m.ClickThroughRate, geos: tuple[str, ...]
+    config: AdsConfig, healthy_ctr: m.ClickThroughRate
 ) -> list[InterventionPoint]:
     """The 12 intervention points, with priors over slice, strength, onset and profile."""
+    onset, geos = config.onset_window, config.geos
+    specs = {c.name: c for c in config.campaigns}
+    adjustable = bid_adjustable_levels(config)
     step_or_ramp = (Step(), Ramp(3))
     priors: dict[str, tuple] = {
         "BUDGET_CAP": (
-            _scale("daily_budget", -1.0),
-            InterventionPrior(strength=(0.5, 0.8), onset=onset),
+            # A cut of 15% can bind (a campaign already near its budget) and one of 80% may
+            # not (a campaign that never spent near it): the edit's size does not decide.
+            _budget_cut(specs),
+            InterventionPrior(strength=(0.15, 0.8), onset=onset, extras=budget_campaigns),
         ),
         "COMPETITIVE_PRESSURE": (
-            _scale("competitor_pressure", +1.0),
+            _scale("competition_index", +1.0),
             InterventionPrior(strength=(0.3, 0.8), onset=onset, profiles=step_or_ramp),
         ),
         "DEMAND_SHIFT": (
-            _scale("market_demand", -1.0),
+            _scale("demand_index", -1.0),
             InterventionPrior(strength=(0.2, 0.45), onset=onset, profiles=step_or_ramp),
         ),
         "TARGETING_EXPANSION": (
@@ -203,7 +276,10 @@ def intervention_points(
                 slice_dim_weights=(0.35, 0.25, 0.4),
                 # Any geo: "presence or interest" location options widen a large region as
                 # much as a small one, and a small one rarely moves the account enough to alert.
-                allowed_levels={"audience": ("broad", "lookalike"), "geo": geos},
+                allowed_levels={
+                    "audience": ("affinity", "custom_segment", "broad"),
+                    "geo": geos,
+                },
                 strength=(1.5, 4.0),
                 onset=onset,
             ),
@@ -219,21 +295,21 @@ def intervention_points(
             ),
         ),
         "BID_MODIFIER_CHANGE": (
-            _scale("bid", +1.0),
+            _scale("bid_modifier", +1.0),
             InterventionPrior(
+                # Adjustments are set per campaign: on one campaign's segment (2D, with the
+                # campaign), or written on every campaign serving a segment (1D; it acts on the
+                # manual-CPC ones).
+                # (Each audience is served by one manual campaign only: no 1D audience slice.)
                 slice_dims=(
                     ("device",),
                     ("geo",),
-                    ("audience",),
-                    ("device", "geo"),
-                    ("device", "audience"),
-                    ("audience", "geo"),
+                    ("campaign", "device"),
+                    ("campaign", "geo"),
+                    ("campaign", "audience"),
                 ),
-                slice_dim_weights=(0.2, 0.15, 0.15, 0.2, 0.15, 0.15),
-                allowed_levels={
-                    "device": ("mobile", "desktop", "tablet"),
-                    "audience": ("remarketing", "in_market", "lookalike", "broad"),
-                },
+                slice_dim_weights=(0.2, 0.15, 0.25, 0.2, 0.2),
+                allowed_levels=adjustable,
                 strength=(0.8, 2.0),
                 onset=onset,
             ),

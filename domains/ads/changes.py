@@ -13,14 +13,18 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from causaltrace import Background, InterventionDraw, Panel, Slice, World
+from causaltrace import Background, Panel, World
 from causaltrace_domains.ads.background import (
-    HISTORY_DAYS,
+    PEOPLE,
+    RULE_FIELDS,
+    RULES_USER,
     USERS,
     BackgroundPrior,
     Edit,
     sample_background,
 )
+from causaltrace_domains.ads.edits import draw_edits
+from causaltrace_domains.ads.records import HISTORY_DAYS
 
 DecoyEdit = Edit  # the former name of a change-history row
 COLUMNS = (
@@ -42,41 +46,10 @@ __all__ = [
     "BackgroundPrior",
     "DecoyEdit",
     "Edit",
-    "cause_edits",
+    "draw_edits",
     "change_history",
     "sample_background",
 ]
-
-
-def cause_edits(
-    draw: InterventionDraw, panel: Panel, account_change: str | None, hour: int
-) -> list[Edit]:
-    """The edit(s) the account itself made when the cause is an account edit (at most one per
-    campaign, which the background's ``total_edits`` leaves room for)."""
-    if account_change is None:
-        return []
-    touched = [
-        c
-        for c in panel.dimension("campaign").levels
-        if (Slice.of(campaign=c).mask(panel) & draw.slice.mask(panel)).any()
-    ]
-    day, target = draw.window.onset, draw.slice.canonical()
-    if account_change == "budget":
-        return [Edit(day, hour, c, "budget", "campaign", "daily_budget", "", "") for c in touched]
-    if account_change == "bid_modifier":
-        pct = f"+{round(draw.strength * 100)}%"
-        return [
-            Edit(day, hour, c, "bid_modifier", target, "bid_adjustment", "+0%", pct)
-            for c in touched
-        ]
-    if account_change == "targeting":
-        field, old, new = (
-            ("optimized_targeting", "off", "on")
-            if "audience" in draw.slice.dims
-            else ("location_options", "presence", "presence_or_interest")
-        )
-        return [Edit(day, hour, c, "targeting", target, field, old, new) for c in touched]
-    return []
 
 
 def change_history(
@@ -97,13 +70,14 @@ def change_history(
     edits = [*cause, *notes["effectful"], *notes["effect_free"][: max(fill, 0)]]
     dates = panel.time.values.astype("datetime64[D]")
     campaigns = panel.labels("campaign")
+    stamps = [
+        pd.Timestamp(dates[e.day]) + pd.Timedelta(hours=e.hour, minutes=int(rng.integers(0, 60)))
+        for e in edits
+    ]
+    budgets = _budget_values(edits, stamps, world["daily_budget"], campaigns)
     rows = []
-    for edit, drawn_user in zip(edits, notes["users"]):
-        old, new = edit.old_value, edit.new_value
-        if edit.field == "daily_budget":
-            cell = int(np.flatnonzero(campaigns == edit.campaign)[0])
-            old = _money(float(world["daily_budget"][cell, max(edit.day - 1, 0)]))
-            new = _money(float(world["daily_budget"][cell, edit.day]))
+    for i, (edit, drawn_user) in enumerate(zip(edits, notes["users"])):
+        old, new = budgets.get(i, (edit.old_value, edit.new_value))
         ratio = getattr(edit, "cpa_ratio", None)
         if ratio is not None:
             mask = campaigns == edit.campaign
@@ -112,16 +86,42 @@ def change_history(
             conversions = float(world["conversions"][mask, lo:hi].sum())
             target = max(round(cost / max(conversions, 1.0)), 1)  # targets in whole units
             old, new = f"{target:.2f}", f"{target * ratio:.2f}"
-        stamp = pd.Timestamp(dates[edit.day]) + pd.Timedelta(
-            hours=edit.hour, minutes=int(rng.integers(0, 60))
-        )
         user = getattr(edit, "user", "") or drawn_user
+        if user == RULES_USER and edit.field not in RULE_FIELDS:
+            # Automated rules cannot make this kind of edit: the same draw names a person.
+            user = PEOPLE[len(rows) % len(PEOPLE)]
         rows.append(
-            (stamp, user, edit.campaign, edit.change_type, edit.target, edit.field, old, new)
+            (stamps[i], user, edit.campaign, edit.change_type, edit.target, edit.field, old, new)
         )
     frame = pd.DataFrame(rows, columns=list(COLUMNS))
     frame["change_time"] = pd.to_datetime(frame["change_time"]).astype("datetime64[us]")
     return frame.sort_values("change_time", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def _budget_values(edits, stamps, budget: np.ndarray, campaigns: np.ndarray) -> dict:
+    """Old and new value of every budget edit, read from the world's daily budget (the day
+    before and the day of the edit). Several edits of one campaign on one day chain in time
+    order: each starts where the one before ended (its own ``factor`` applied, rounded to 10
+    as budgets are set), and the last ends at the day's budget, so the history always adds up
+    to the budget the campaigns table shows."""
+    by_day: dict[tuple[str, int], list[int]] = {}
+    for i, edit in enumerate(edits):
+        if edit.field == "daily_budget":
+            by_day.setdefault((edit.campaign, edit.day), []).append(i)
+    out = {}
+    for (campaign, day), indices in by_day.items():
+        cell = int(np.flatnonzero(campaigns == campaign)[0])
+        value = float(budget[cell, max(day - 1, 0)])
+        ordered = sorted(indices, key=lambda i: stamps[i])
+        for k, i in enumerate(ordered):
+            if k == len(ordered) - 1:
+                after = float(budget[cell, day])
+            else:
+                factor = edits[i].factor if edits[i].factor is not None else 1.0
+                after = max(round(value * factor / 10.0) * 10.0, 10.0)
+            out[i] = (_money(value), _money(after))
+            value = after
+    return out
 
 
 def _money(value: float) -> str:

@@ -21,15 +21,37 @@ DEVICE_BROWSERS: dict[str, tuple[str, ...]] = {
 }
 
 
+BIDDING_STRATEGIES = (
+    "manual_cpc",
+    "maximize_conversions",
+    "maximize_conversion_value",
+    "target_cpa",
+    "target_roas",
+    "target_impression_share",
+)
+MANUAL_CPC = "manual_cpc"  # the one strategy that applies device, geo and audience bid adjustments
+SMART_BIDDING = ("maximize_conversions", "maximize_conversion_value", "target_cpa", "target_roas")
+
+
 @dataclass(frozen=True)
 class CampaignSpec:
     """One campaign: its type, the creatives, placements, audiences and geos it serves.
 
-    ``budget_headroom`` sets the daily budget as a multiple of the campaign's typical
-    unconstrained spend (below about 1.1 the campaign is budget-limited on busy days);
-    ``target_cpc`` is the campaign's average max CPC in account currency. Placements,
-    audiences and geos are the campaign's targeting: cells outside it do not exist in the panel.
+    ``budget_headroom`` is the range of the daily budget as a multiple of the campaign's
+    typical unconstrained spend; each episode's account draws its own value in it (log-uniform),
+    so whether a campaign is budget-limited (headroom below about 1/``overdelivery``) or never
+    spends near its budget (headroom 3 and more) is a fact of the account that only its spend
+    against its budget shows. ``target_cpc`` is the campaign's average max CPC in account
+    currency; ``volume`` scales its auction opportunities (brand terms are searched far less
+    than the category: an e-commerce account spends most on non-brand). Placements, audiences
+    and geos are the campaign's targeting: cells outside it do not exist in the panel.
     ``ctv`` devices exist only on the ``video`` placement.
+
+    ``bidding`` is the campaign's bid strategy: device, geo and audience bid adjustments act
+    on ``manual_cpc`` campaigns only; automated strategies (smart bidding's ``maximize_*`` and
+    ``target_cpa``/``target_roas``, and ``target_impression_share``) set their own bids and
+    ignore them (Google Ads keeps only a -100% device adjustment there), and Performance Max
+    takes none at all.
 
     ``ctr`` and ``cvr`` are the campaign's baseline click-through and (backend) conversion
     rates per placement before the device, audience and geo shape: brand search converts an
@@ -46,15 +68,36 @@ class CampaignSpec:
     placements: tuple[str, ...]
     audiences: tuple[str, ...]
     geos: tuple[str, ...]
-    budget_headroom: float
+    budget_headroom: tuple[float, float]
     target_cpc: float
     ctr: Mapping[str, float] = field(default_factory=dict)
     cvr: Mapping[str, float] = field(default_factory=dict)
     rank_offset: float = 0.3
     competitors: tuple[str, ...] = ()
     audience_universe: float = 4.0
+    volume: float = 1.0
+    bidding: str = MANUAL_CPC
 
     def __post_init__(self) -> None:
+        headroom = self.budget_headroom
+        if isinstance(headroom, int | float):
+            headroom = (float(headroom), float(headroom))
+        headroom = tuple(float(h) for h in headroom)
+        if len(headroom) != 2 or not 0 < headroom[0] <= headroom[1]:
+            raise CausalTraceError(
+                f"ads campaign {self.name!r}: budget_headroom must be a positive number or a "
+                f"range [low, high], got {self.budget_headroom!r}"
+            )
+        object.__setattr__(self, "budget_headroom", headroom)
+        if self.bidding not in BIDDING_STRATEGIES:
+            raise CausalTraceError(
+                f"ads campaign {self.name!r}: bidding {self.bidding!r} is not one of "
+                f"{list(BIDDING_STRATEGIES)}"
+            )
+        if self.kind == "performance_max" and self.bidding == MANUAL_CPC:
+            raise CausalTraceError(
+                f"ads campaign {self.name!r}: Performance Max has no manual CPC bidding"
+            )
         for name, rates in (("ctr", self.ctr), ("cvr", self.cvr)):
             missing = [p for p in self.placements if p not in rates]
             if missing:
@@ -67,11 +110,31 @@ class CampaignSpec:
                     f"ads campaign {self.name!r}: {name} rates {bad} are not in [0, 1)"
                 )
 
+    @property
+    def takes_bid_adjustments(self) -> bool:
+        """Whether the platform lets the advertiser set device, geo and audience bid
+        adjustments on this campaign (every type but Performance Max)."""
+        return self.kind != "performance_max"
+
+    @property
+    def applies_bid_adjustments(self) -> bool:
+        """Whether the adjustments change its bids (manual CPC only; smart bidding ignores)."""
+        return self.takes_bid_adjustments and self.bidding == MANUAL_CPC
+
+    @property
+    def smart_bidding(self) -> bool:
+        """Conversion-based smart bidding (it relearns after large edits and takes a target
+        CPA or ROAS); target impression share is automated but bids for position."""
+        return self.bidding in SMART_BIDDING
+
 
 GEOS = ("us_west", "us_central", "us_east", "us_south", "canada", "uk", "germany", "france")
 US = GEOS[:4]
 EU_UK = ("uk", "germany", "france")  # consent banners: fewer tagged conversions and sessions
-AUDIENCES = ("remarketing", "customer_list", "in_market", "lookalike", "broad")
+# Google Ads' audience types (similar/lookalike audiences were retired in 2023): remarketing
+# lists, customer match, in-market, affinity and custom segments; ``broad`` is the traffic in
+# no audience list (reached by observation mode, optimized targeting or expansion).
+AUDIENCES = ("remarketing", "customer_match", "in_market", "affinity", "custom_segment", "broad")
 PLACEMENTS = ("search", "search_partners", "display", "video")
 
 BRAND = CampaignSpec(
@@ -81,22 +144,26 @@ BRAND = CampaignSpec(
     placements=("search", "search_partners"),
     audiences=("remarketing", "in_market"),
     geos=GEOS,
-    budget_headroom=1.4,
+    budget_headroom=(1.1, 4.5),
     target_cpc=0.9,
     ctr={"search": 0.15, "search_partners": 0.045},
     cvr={"search": 0.085, "search_partners": 0.055},
     rank_offset=2.2,
     competitors=("shopfast.example", "coupon-rocket.example"),
     audience_universe=4.0,
+    volume=0.27,
+    # Brand terms are bid to hold the top of the page: an automated strategy that sets its own
+    # bids (bid adjustments do not apply).
+    bidding="target_impression_share",
 )
 GENERIC = CampaignSpec(
     name="generic_search",
     kind="search",
     creatives=("generic_rsa_1", "generic_rsa_2"),
     placements=("search", "search_partners", "display"),  # search with display expansion
-    audiences=("in_market", "broad"),
+    audiences=("in_market", "affinity", "broad"),
     geos=US,
-    budget_headroom=0.95,
+    budget_headroom=(0.6, 4.0),
     target_cpc=2.2,
     ctr={"search": 0.048, "search_partners": 0.016, "display": 0.0055},
     cvr={"search": 0.036, "search_partners": 0.024, "display": 0.008},
@@ -109,41 +176,51 @@ GENERIC = CampaignSpec(
         "urbanwear.example",
     ),
     audience_universe=4.0,
+    volume=1.4,
+    bidding=MANUAL_CPC,
 )
 PMAX = CampaignSpec(
     name="pmax_prospecting",
     kind="performance_max",
     creatives=("pmax_asset_group_1", "pmax_asset_group_2"),
     placements=("search", "display", "video"),
-    audiences=("lookalike", "broad"),
+    audiences=("custom_segment", "broad"),
     geos=GEOS,
-    budget_headroom=1.3,
+    budget_headroom=(0.8, 4.0),
     target_cpc=1.1,
     ctr={"search": 0.038, "display": 0.0055, "video": 0.0065},
     cvr={"search": 0.034, "display": 0.009, "video": 0.006},
     rank_offset=0.2,
     competitors=("megamart.example", "dealhub.example", "trendly.example"),
     audience_universe=1.2,
+    volume=6.5,
+    bidding="target_cpa",
 )
 REMARKETING = CampaignSpec(
     name="remarketing",
     kind="display",
     creatives=("rmkt_banner_1", "rmkt_banner_2"),
     placements=("display", "video"),
-    audiences=("remarketing", "customer_list"),
+    audiences=("remarketing", "customer_match"),
     geos=US,
-    budget_headroom=1.6,
+    budget_headroom=(1.2, 5.0),
     target_cpc=0.7,
     ctr={"display": 0.0045, "video": 0.005},
     cvr={"display": 0.0075, "video": 0.005},
     rank_offset=0.6,
     competitors=(),  # display auctions have no auction-insights report
     audience_universe=0.35,
+    volume=25.0,
+    bidding=MANUAL_CPC,
 )
 DEFAULT_CAMPAIGNS: tuple[CampaignSpec, ...] = (BRAND, GENERIC, PMAX, REMARKETING)
+# Two manual-CPC campaigns (so a bid adjustment written across campaigns acts on both), brand
+# search and Performance Max, in two geos.
 SMALL_CAMPAIGNS: tuple[CampaignSpec, ...] = (
     replace(BRAND, geos=("us_west", "uk")),
+    replace(GENERIC, geos=("us_west",), audiences=("in_market", "broad")),
     replace(PMAX, geos=("us_west", "uk")),
+    replace(REMARKETING, geos=("us_west",)),
 )
 
 
@@ -157,7 +234,7 @@ class AdsConfig:
     hourly_days: int = 14
     currency: str = "USD"
     # Volume and rates (account-wide multipliers of the per-segment baselines).
-    daily_auctions_per_cell: float = 2500.0
+    daily_auctions_per_cell: float = 7500.0
     auction_dispersion: float = 40.0  # negative-binomial shape: day-to-day overdispersion
     base_tag_fire_rate: float = 0.96
     safari_tag_fire_rate: float = 0.90  # tracking prevention already costs Safari some tags
@@ -268,8 +345,11 @@ def _ordered_union(groups) -> tuple[str, ...]:
 
 PRESETS: dict[str, AdsConfig] = {
     "default": AdsConfig(),
+    # Six weeks ending where the default's eight do: the holiday falls in the baseline weeks
+    # (which leave its season out), not in the alert window.
     "small": AdsConfig(
         campaigns=SMALL_CAMPAIGNS,
+        start="2026-01-19",
         days=42,
         hourly_days=7,
         onset_window=(-12, -4),

@@ -8,11 +8,6 @@ import pandas as pd
 from causaltrace import Panel, World
 from causaltrace_domains.ads.config import AdsConfig
 
-BIDDING = {
-    "search": "maximize_conversions",
-    "performance_max": "target_cpa",
-    "display": "manual_cpc",
-}
 FORMATS = {
     "search": "responsive_search_ad",
     "performance_max": "asset_group",
@@ -40,7 +35,7 @@ def campaigns_table(panel: Panel, world: World, config: AdsConfig) -> pd.DataFra
                 spec.name,
                 spec.kind,
                 "enabled",
-                BIDDING[spec.kind],
+                spec.bidding,
                 round(float(budget[cell])),
                 config.currency,
                 ", ".join(spec.placements),

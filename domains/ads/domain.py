@@ -8,7 +8,7 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 
-from causaltrace import SCM, Background, Domain, InterventionDraw, World
+from causaltrace import SCM, Background, Domain, InterventionDraw, World, raised_alerts
 from causaltrace_domains.ads import render
 from causaltrace_domains.ads.alert import (
     KPIS,
@@ -17,8 +17,9 @@ from causaltrace_domains.ads.alert import (
     shown_alert,
     task_prompt,
 )
+from causaltrace_domains.ads.attribution import AlertAttribution
 from causaltrace_domains.ads.causes import CAUSES, intervention_points
-from causaltrace_domains.ads.changes import cause_edits, change_history, sample_background
+from causaltrace_domains.ads.changes import change_history, draw_edits, sample_background
 from causaltrace_domains.ads.config import AdsConfig
 from causaltrace_domains.ads.dictionary import DATA_DICTIONARY
 from causaltrace_domains.ads.dimensions import campaigns_table, creatives_table
@@ -43,6 +44,7 @@ class AdsDomain(Domain):
     """A digital-advertising account: 12 root causes in four groups, 1D and 2D slices."""
 
     name = "ads"
+    record_tables: ClassVar[tuple[str, ...]] = ("change_history", "campaigns", "creatives")
     difficulty_knobs: ClassVar[Mapping[str, str]] = {
         "auction_dispersion": "noise overdispersion: negative-binomial shape of daily auctions "
         "(lower is noisier)",
@@ -62,11 +64,12 @@ class AdsDomain(Domain):
         panel = build_panel(cfg)
         nodes = build_nodes(cfg, panel)
         healthy_ctr = next(n.mechanism for n in nodes if n.name == "ctr")
-        points = intervention_points(cfg.onset_window, healthy_ctr, cfg.geos)
+        points = intervention_points(cfg, healthy_ctr)
         return SCM(nodes, panel, points, name="ads")
 
     def background(self, rng: np.random.Generator) -> Background:
-        return sample_background(self.scm.panel, self.settings, rng)
+        scm = self.scm
+        return sample_background(scm.panel, self.settings, rng, points=scm.intervention_points)
 
     def render(
         self,
@@ -81,10 +84,11 @@ class AdsDomain(Domain):
         # One child stream per table, so adding a table never changes another table's bytes.
         streams = dict(zip(("hourly", "auction", "changes", "cause", "creatives"), rng.spawn(5)))
         edits = []
+        specs = {c.name: c for c in cfg.campaigns}
         for each in (draw, *also):  # a concurrent episode's causes each log their own edit
             account_change = CAUSES[each.point].account_change
             hour = int(streams["cause"].integers(7, 20))
-            edits += cause_edits(each, panel, account_change, hour=hour)
+            edits += draw_edits(account_change, each, panel, specs, hour)
         shares = render.impression_share_daily(panel, world)
         tables = {
             "perf_daily": render.perf_daily(panel, world),
@@ -111,9 +115,10 @@ class AdsDomain(Domain):
 
     def task_prompt(self, tables: Mapping[str, pd.DataFrame]) -> str:
         cfg = self.settings
-        alert = shown_alert(self.alert_readings(tables))
+        readings = self.alert_readings(tables)
+        alerts = self.shown_alerts(readings) or [shown_alert(readings)]
         dates = [str(d) for d in self.scm.panel.time.values.astype("datetime64[D]")]
-        text = alert_text(alert, dates, cfg.alert_window_days, cfg.baseline_weeks)
+        text = [alert_text(a, dates, cfg.alert_window_days, cfg.baseline_weeks) for a in alerts]
         dims = {d.name: d.levels for d in self.scm.panel.dimensions}
         return task_prompt(
             text,
@@ -125,13 +130,23 @@ class AdsDomain(Domain):
             concurrent=self.concurrent,
         )
 
-    def alert_readings(self, tables: Mapping[str, pd.DataFrame]):
+    def _monitor_calendar(self) -> tuple[np.ndarray, np.ndarray]:
+        """The conversion-delay curve (share reported by age in days) and the days the
+        monitor's calendar leaves out (the holiday season: the ramp, the day and the next)."""
         cfg = self.settings
         days = self.scm.panel.time.values.astype("datetime64[D]")
         demand, _ = holiday_season(days, cfg)
-        # The holiday season the monitor's calendar leaves out: the ramp, the day and the next.
         season = (demand != 1.0) | np.roll(demand != 1.0, 1)
-        curve = reported_share(np.arange(400), cfg)
+        return reported_share(np.arange(400), cfg), season
+
+    def shown_alerts(self, readings) -> list:
+        """The page: up to three fired KPIs, most severe first, each at the scope where it moved
+        most (a move seen in the account and in one of its campaigns pages once)."""
+        return raised_alerts(readings)
+
+    def alert_readings(self, tables: Mapping[str, pd.DataFrame]):
+        cfg = self.settings
+        curve, season = self._monitor_calendar()
         return monitor_readings(
             tables["perf_daily"], curve, season, cfg.alert_window_days, cfg.baseline_weeks
         )
@@ -140,7 +155,18 @@ class AdsDomain(Domain):
         return {"perf_daily": render.perf_daily(self.scm.panel, world)}
 
     def evidence(self, tables: Mapping[str, pd.DataFrame]) -> AdsEvidence:
-        return AdsEvidence(self.scm.panel, tables)
+        cfg, panel = self.settings, self.scm.panel
+        curve, season = self._monitor_calendar()
+        alerts = self.shown_alerts(self.alert_readings(tables))
+        age = np.arange(panel.n_time)[::-1]
+        maturity = curve[np.minimum(age, curve.size - 1)]
+
+        def attribution(daily):
+            return AlertAttribution(
+                panel, daily, alerts, maturity, season, cfg.alert_window_days, cfg.baseline_weeks
+            )
+
+        return AdsEvidence(panel, tables, attribution)
 
     def alert_kpi(self, tables: Mapping[str, pd.DataFrame]) -> str:
         return shown_alert(self.alert_readings(tables)).kpi

@@ -21,13 +21,14 @@ explanations) would.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import pandas as pd
 
 from causaltrace import Panel
 from causaltrace.episodes.verify import Statistic
+from causaltrace_domains.ads.attribution import AlertAttribution
 from causaltrace_domains.ads.render import LEAF_DIMS, SITE_DIMS
 
 LAG_DAYS = 3
@@ -87,7 +88,12 @@ def _dense(
 class AdsEvidence:
     """Per-episode evidence: the reports as dense (segment x day) arrays, and the statistics."""
 
-    def __init__(self, panel: Panel, tables: Mapping[str, pd.DataFrame]):
+    def __init__(
+        self,
+        panel: Panel,
+        tables: Mapping[str, pd.DataFrame],
+        attribution: Callable[[Mapping[str, np.ndarray]], AlertAttribution] | None = None,
+    ):
         self.panel = panel
         dates = panel.time.values.astype("datetime64[D]")
         self.n_days = len(dates)
@@ -104,8 +110,11 @@ class AdsEvidence:
             panel.n_cells,
             day_of(perf),
             self.n_days,
-            ("impressions", "clicks", "cost", "conversions", "invalid_clicks"),
+            ("impressions", "clicks", "cost", "conversions", "conversion_value", "invalid_clicks"),
         )
+        # How much of the prompt's alerts a hypothesis accounts for (built by the domain, which
+        # knows its monitor), for the verifier's relevance check and the oracle.
+        self.attribution = None if attribution is None else attribution(self.perf)
         site = tables["site_analytics_daily"]
         self.site_group, n_site = panel.group_index(SITE_DIMS)
         site_rows = _cell_index(panel, site, SITE_DIMS, {"campaign": "utm_campaign"})
@@ -296,6 +305,14 @@ class AdsEvidence:
         observed = self._total(impressions, cells)
         expected = self._total(share[:, None] * segment, cells)
         return self._oe((observed, expected), None, onset, direction)
+
+    def alert_share(self, cause: str, cells: np.ndarray | None, onset: int) -> float | None:
+        """The largest share of one of the prompt's alerts that ``cause`` acting on ``cells``
+        accounts for (:mod:`causaltrace_domains.ads.attribution`); None where it cannot be
+        told (no monitor, or a campaign-wide hypothesis)."""
+        if self.attribution is None or cause in ACCOUNT_WIDE:
+            return None
+        return self.attribution.share(cause, cells)
 
     # -- the signatures -----------------------------------------------------------------------
     def statistic(

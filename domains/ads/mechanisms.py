@@ -46,11 +46,18 @@ class SegmentTrait:
 @dataclass(frozen=True, eq=False)
 class MarketDemand:
     """Search interest: weekly cycle x trend x holiday season x a common AR(1) daily shock x a
-    small per-cell shock."""
+    small per-cell shock x the market's demand level (parent ``demand_index``, 1 normally)
+    raised to the segment's ``elasticity``.
+
+    A shift in demand does not reach every campaign alike: people searching the category move
+    with it fully, Performance Max's mix of search and feed traffic less, and remarketing
+    banners, shown to past visitors wherever they browse, hardly at all.
+    """
 
     weekly: np.ndarray  # (n_cells, 7) multiplier by weekday, device-specific
     trend_per_day: float
     holiday: np.ndarray  # (n_days,) multiplier: gift demand ramps up before, drops on the day
+    elasticity: np.ndarray | float = 1.0  # (n_cells, 1): response to the demand level
     common_sd: float = 0.05
     cell_sd: float = 0.04
 
@@ -62,7 +69,45 @@ class MarketDemand:
         # A common AR(1) shock (coefficient 0.6) over days, from the first cell's noise.
         common = lfilter([1.0], [1.0, -0.6], self.common_sd * z[0])
         seasonal = self.weekly[:, weekday] * ((1 + self.trend_per_day * t) * self.holiday)[None, :]
-        return seasonal * np.exp(common[None, :] + self.cell_sd * z)
+        level = np.power(parents["demand_index"], self.elasticity)
+        return seasonal * np.exp(common[None, :] + self.cell_sd * z) * level
+
+
+@dataclass(frozen=True, eq=False)
+class GroupTrait:
+    """A time-constant log-normal trait per group of cells on ``dims`` (e.g. how hard rivals
+    compete in each campaign's market of each geo), from the noise of the group's first cell,
+    times a per-cell ``scale``."""
+
+    dims: tuple[str, ...]
+    sd: float
+    scale: np.ndarray | float = 1.0
+
+    def __call__(self, parents, noise, panel: Panel) -> np.ndarray:
+        idx, n_groups = panel.group_index(self.dims)
+        first = np.zeros(n_groups, dtype=np.int64)
+        first[idx[::-1]] = np.arange(panel.n_cells)[::-1]
+        trait = np.exp(self.sd * normal_icdf(noise[first, 0]) - 0.5 * self.sd * self.sd)
+        return np.broadcast_to(self.scale * trait[idx][:, None], panel.shape).copy()
+
+
+@dataclass(frozen=True, eq=False)
+class GroupWalk:
+    """A slow multiplicative random walk per group of cells on ``dims`` (rates that drift over
+    weeks: the site's session capture, shoppers' intent), 1 on the first day."""
+
+    dims: tuple[str, ...]
+    sd_per_day: float
+
+    def __call__(self, parents, noise, panel: Panel) -> np.ndarray:
+        z = normal_icdf(noise)
+        idx, n_groups = panel.group_index(self.dims)
+        size = np.bincount(idx, minlength=n_groups).astype(np.float64)
+        # The group mean of n unit normals has sd 1/sqrt(n): rescaled to a unit step.
+        step = panel.group_mean(z, self.dims) * np.sqrt(size)[:, None]
+        step[:, 0] = 0.0
+        walk = np.cumsum(self.sd_per_day * step, axis=1)
+        return np.exp(panel.group_broadcast(walk, self.dims))
 
 
 @dataclass(frozen=True, eq=False)
@@ -95,24 +140,33 @@ class PlacementShare:
 
 @dataclass(frozen=True, eq=False)
 class ServingShare:
-    """Creative rotation: approved creatives split an ad group's auctions by rotation weight.
+    """Creative rotation: approved creatives split an ad group's eligible auctions by rotation
+    weight (parent ``rotation_weight``: each account's rotation favours some ads).
 
-    A disapproved creative (approval 0) drops out and its siblings absorb its traffic, but not
-    all of it: an ad group with fewer eligible ads has lower ad strength and wins fewer
-    auctions, so the group serves (approved weight share) ** ``strength_penalty`` of what it did.
-    """
-
-    rotation_weight: np.ndarray  # (n_cells, 1)
-    strength_penalty: float = 0.6
+    A disapproved creative (approval 0) drops out and its siblings take its auctions; the ad
+    group stays eligible while one of its ads is approved (what it loses is ad strength, which
+    costs ad rank: :class:`AdStrength`)."""
 
     def __call__(self, parents, noise, panel: Panel) -> np.ndarray:
-        weight = self.rotation_weight * parents["creative_approval"]
-        approved = panel.group_sum(weight, AD_GROUP)
-        total = panel.group_sum(np.broadcast_to(self.rotation_weight, weight.shape), AD_GROUP)
-        idx, _ = panel.group_index(AD_GROUP)
+        weight = parents["rotation_weight"] * parents["creative_approval"]
+        return panel.group_share(weight, AD_GROUP)
+
+
+@dataclass(frozen=True, eq=False)
+class AdStrength:
+    """An ad group's ad strength relative to full, as a factor on its auctions won: with fewer
+    approved ads it wins (approved rotation share) ** ``penalty`` of what it did (little lost
+    when the disapproved ad carried little of the rotation)."""
+
+    penalty: float = 0.6
+
+    def __call__(self, parents, noise, panel: Panel) -> np.ndarray:
+        rotation = parents["rotation_weight"]
+        approved = panel.group_sum(rotation * parents["creative_approval"], AD_GROUP)
+        total = panel.group_sum(rotation, AD_GROUP)
         with np.errstate(divide="ignore", invalid="ignore"):
-            eligible = np.where(total > 0, approved / np.where(total > 0, total, 1.0), 0.0)
-        return panel.group_share(weight, AD_GROUP) * np.power(eligible, self.strength_penalty)[idx]
+            share = np.where(total > 0, approved / np.where(total > 0, total, 1.0), 0.0)
+        return panel.group_broadcast(np.power(share, self.penalty), AD_GROUP)
 
 
 @dataclass(frozen=True, eq=False)
@@ -148,7 +202,10 @@ class Auctions:
 class CompetitorPressure:
     """Competitors' bid level: a slow random walk around 1 per placement x geo, times day-to-day
     auction volatility per campaign x placement (competitors' budgets and bids change daily,
-    so impression share moves a few points from day to day)."""
+    so impression share moves a few points from day to day), times the market's competition
+    level (parent ``competition_index``, 1 normally) raised to the segment's sensitivity
+    (parent ``rival_sensitivity``): when rivals bid up, they do so where they compete, most on
+    category terms, less on the brand's own name, unevenly across markets."""
 
     volatility: float = 0.1
     walk_sd: float = 0.015
@@ -162,7 +219,8 @@ class CompetitorPressure:
         idx, n_groups = panel.group_index(dims)
         size = np.bincount(idx, minlength=n_groups).astype(np.float64)
         daily = panel.group_mean(z, dims) * np.sqrt(size)[:, None]
-        return np.exp(
+        level = np.power(parents["competition_index"], parents["rival_sensitivity"])
+        return level * np.exp(
             panel.group_broadcast(walk, ("placement", "geo"))
             + self.volatility * panel.group_broadcast(daily, dims)
         )
@@ -170,17 +228,22 @@ class CompetitorPressure:
 
 @dataclass(frozen=True, eq=False)
 class Bid:
-    """Max CPC: the campaign's target times the account's bid modifiers for the segment."""
+    """Max CPC: the campaign's target times the segment's bid adjustment (parent
+    ``bid_modifier``, 1 without one) where the campaign applies adjustments (manual CPC);
+    smart bidding sets its own bids and ignores them."""
 
     base: np.ndarray  # (n_cells, 1)
+    applies_modifier: np.ndarray  # (n_cells, 1) bool: the cell's campaign bids manually
 
     def __call__(self, parents, noise, panel: Panel) -> np.ndarray:
-        return np.broadcast_to(self.base, panel.shape).copy()
+        modifier = np.where(self.applies_modifier, parents["bid_modifier"], 1.0)
+        return self.base * modifier
 
 
 @dataclass(frozen=True, eq=False)
 class RankWinRate:
-    """Share of eligible auctions won on ad rank: logistic in log(bid x quality / pressure)."""
+    """Share of eligible auctions won on ad rank: logistic in log(bid x quality / pressure),
+    times the ad group's ad strength (parent ``ad_strength``)."""
 
     reference_cpc: np.ndarray  # (n_cells, 1): the competitive price level of the segment
     offset: np.ndarray | float = 0.3  # (n_cells, 1): the campaign's rank logit (brand: high)
@@ -192,7 +255,7 @@ class RankWinRate:
             * parents["quality"]
             / (self.reference_cpc * parents["competitor_pressure"])
         )
-        return 1.0 / (1.0 + np.exp(-(self.slope * rank + self.offset)))
+        return parents["ad_strength"] / (1.0 + np.exp(-(self.slope * rank + self.offset)))
 
 
 @dataclass(frozen=True, eq=False)
@@ -221,10 +284,11 @@ class BinomialCount:
 
 @dataclass(frozen=True, eq=False)
 class DailyBudget:
-    """The campaign's daily budget, set by the advertiser at ``headroom`` x its typical
-    unconstrained spend over the first ``reference_days`` days, rounded to 10."""
+    """The campaign's daily budget: the account's headroom (parent ``budget_headroom``, drawn
+    per account) x its typical unconstrained spend over the first ``reference_days`` days x the
+    advertiser's later budget edits (parent ``budget_change``, 1 before any), rounded to 10 as
+    people set budgets."""
 
-    headroom: np.ndarray  # (n_cells, 1) per campaign
     reference_days: int
 
     def __call__(self, parents, noise, panel: Panel) -> np.ndarray:
@@ -232,30 +296,113 @@ class DailyBudget:
         per_campaign = panel.group_sum(demand, ("campaign",))
         typical = np.median(per_campaign[:, : self.reference_days], axis=1)
         idx, _ = panel.group_index(("campaign",))
-        budget = np.round(self.headroom[:, 0] * typical[idx] / 10.0) * 10.0
-        return np.broadcast_to(np.maximum(budget, 10.0)[:, None], panel.shape).copy()
+        setting = parents["budget_headroom"] * parents["budget_change"] * typical[idx][:, None]
+        return np.maximum(np.round(setting / 10.0) * 10.0, 10.0)
+
+
+def hour_profiles(devices: np.ndarray) -> np.ndarray:
+    """Share of a day's auctions by hour for each device in ``devices``, (n, 24): desktop by
+    day, mobile and tablet in the evening, connected TVs late."""
+    hours = np.arange(24)
+    desktop = np.exp(-0.5 * ((hours - 13.0) / 3.5) ** 2) + 0.05
+    mobile = (
+        np.exp(-0.5 * ((hours - 19.5) / 3.0) ** 2)
+        + 0.5 * np.exp(-0.5 * ((hours - 12.5) / 2.5) ** 2)
+        + 0.04
+    )
+    ctv = np.exp(-0.5 * ((hours - 21.0) / 2.0) ** 2) + 0.02
+    table = {"desktop": desktop, "mobile": mobile, "tablet": mobile, "ctv": ctv}
+    out = np.stack([table[d] for d in devices])
+    return out / out.sum(axis=1, keepdims=True)
+
+
+def cumulative_share(profiles: np.ndarray, hour: np.ndarray) -> np.ndarray:
+    """Share of each profile's day served by (fractional) ``hour``: ``profiles`` (n, 24),
+    ``hour`` broadcastable against (n, ...) and in [0, 24]; piecewise linear within an hour."""
+    edges = np.concatenate([np.zeros((profiles.shape[0], 1)), np.cumsum(profiles, axis=1)], axis=1)
+    edges[:, -1] = 1.0
+    h = np.clip(hour, 0.0, 24.0)
+    whole = np.minimum(np.floor(h).astype(np.int64), 23)
+    rows = np.arange(profiles.shape[0]).reshape((-1,) + (1,) * (h.ndim - 1))
+    rows = np.broadcast_to(rows, h.shape)
+    lo = edges[rows, whole]
+    return lo + (h - whole) * (edges[rows, whole + 1] - lo)
+
+
+@dataclass(frozen=True, eq=False)
+class BudgetCutoff:
+    """The hour (0-24, fractional) at which a budget-limited campaign stops serving each day;
+    24 on days its budget does not bind.
+
+    Standard delivery throttles every hour by one factor so that the budget lasts the day, from
+    a forecast of the day's demand that falls a little short (the budget runs out once a share
+    ``U(*lasts)`` of the day's demand curve has passed, the share drawn per campaign-day from
+    the node's noise). The demand curve is the campaign's devices' hourly profiles weighted by
+    their spend, so where the budget runs out depends on the device mix: evening-heavy mobile
+    traffic loses more than daytime desktop traffic.
+    """
+
+    overdelivery: float
+    profiles: np.ndarray  # (n_devices, 24) hourly shares by device code
+    lasts: tuple[float, float] = (0.9, 0.99)
+
+    def __call__(self, parents, noise, panel: Panel) -> np.ndarray:
+        demand = parents["won_auctions"] * parents["ctr"] * parents["expected_cpc"]
+        camp, n_camp = panel.group_index(("campaign",))
+        device = panel.codes("device")
+        n_dev = self.profiles.shape[0]
+        by_cd = np.zeros((n_camp * n_dev, panel.n_time))
+        np.add.at(by_cd, camp * n_dev + device, demand)
+        by_cd = by_cd.reshape(n_camp, n_dev, panel.n_time)
+        total = by_cd.sum(axis=1)
+        first = np.zeros(n_camp, dtype=np.int64)
+        first[camp[::-1]] = np.arange(panel.n_cells)[::-1]
+        allowed = self.overdelivery * parents["daily_budget"][first]
+        lo_share, hi_share = self.lasts
+        lasts = lo_share + (hi_share - lo_share) * noise[first]
+        weight = by_cd / np.maximum(total, 1e-12)[:, None, :]  # (campaign, device, day)
+        # Bisection for the hour where the spend-weighted demand curve reaches ``lasts``.
+        lo, hi = np.zeros_like(total), np.full_like(total, 24.0)
+        for _ in range(24):
+            mid = 0.5 * (lo + hi)
+            reached = (weight * _mixture_share(self.profiles, mid)).sum(axis=1)
+            below = reached < lasts
+            lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+        cutoff = np.where(total > allowed, 0.5 * (lo + hi), 24.0)
+        return np.broadcast_to(cutoff[camp], panel.shape).copy()
+
+
+def _mixture_share(profiles: np.ndarray, hour: np.ndarray) -> np.ndarray:
+    """Each device's served share by ``hour`` (campaign, day): (campaign, device, day)."""
+    n_dev = profiles.shape[0]
+    h = np.broadcast_to(hour[:, None, :], (hour.shape[0], n_dev, hour.shape[1]))
+    return cumulative_share(profiles, h.transpose(1, 0, 2)).transpose(1, 0, 2)
 
 
 @dataclass(frozen=True, eq=False)
 class Pacing:
-    """Fraction of the day's won auctions served before the budget runs out (campaign-day).
+    """Fraction of each cell's won auctions served (1 on days the budget does not bind).
 
-    Unconstrained spend is what the campaign would spend serving every auction it wins; the
-    platform may overdeliver up to ``overdelivery`` x budget on a day. Serving stops at the hour
-    the cumulative spend reaches it, so the served fraction is min(1, allowed / unconstrained).
+    Up to the budget's cutoff hour every hour is throttled by one factor, chosen so that the
+    campaign spends exactly its allowed ``overdelivery`` x budget; a cell keeps that factor
+    times the share of its device's day that passes before the cutoff.
     """
 
     overdelivery: float
+    profiles: np.ndarray  # (n_devices, 24)
 
     def __call__(self, parents, noise, panel: Panel) -> np.ndarray:
         demand = parents["won_auctions"] * parents["ctr"] * parents["expected_cpc"]
-        per_campaign = panel.group_sum(demand, ("campaign",))
+        cutoff = parents["budget_cutoff_hour"]
+        device = panel.codes("device")
+        served = cumulative_share(self.profiles[device], cutoff)  # (cells, days)
+        per_campaign = panel.group_sum(demand * served, ("campaign",))
         idx, _ = panel.group_index(("campaign",))
         allowed = self.overdelivery * parents["daily_budget"]
-        spend = per_campaign[idx]
+        reach = per_campaign[idx]
         with np.errstate(divide="ignore", invalid="ignore"):
-            frac = np.where(spend > 0, allowed / np.where(spend > 0, spend, 1.0), 1.0)
-        return np.clip(frac, 0.0, 1.0)
+            throttle = np.where(reach > 0, allowed / np.where(reach > 0, reach, 1.0), 1.0)
+        return np.where(cutoff >= 24.0, 1.0, np.clip(throttle, 0.0, 1.0) * served)
 
 
 @dataclass(frozen=True, eq=False)
@@ -341,11 +488,13 @@ class Cost:
 
 @dataclass(frozen=True, eq=False)
 class ConversionRate:
-    """Real (backend) conversion rate per human click: base x trait x intent x noise.
+    """Real (backend) conversion rate per human click: base x trait x intent x drift x noise.
 
     Intent falls when targeting widens: the marginal users a wider targeting adds are less
     likely to buy, so CVR scales with (baseline eligibility / eligibility) ** 0.7. Shoppers
-    convert better early in the week and in the days before a gift holiday.
+    convert better early in the week and in the days before a gift holiday, and a campaign's
+    conversion rate drifts slowly over weeks (parent ``intent_drift``: assortment, prices,
+    competitors' offers).
     """
 
     base: np.ndarray
@@ -356,6 +505,7 @@ class ConversionRate:
     def __call__(self, parents, noise, panel: Panel) -> np.ndarray:
         intent = np.power(self.base_eligibility / parents["targeting_eligibility"], 0.7)
         rate = self.base * parents["cvr_trait"] * intent * self.weekday[None, :]
+        rate = rate * parents["intent_drift"]
         return np.clip(rate * np.exp(self.noise_sd * normal_icdf(noise)), 0.0, 0.95)
 
 
@@ -419,11 +569,13 @@ class Value:
 @dataclass(frozen=True, eq=False)
 class Sessions:
     """Site sessions: clicks that land and are counted by analytics (humans mostly; filtered
-    bots never reach the site). Consent banners hide part of the sessions in the EU and UK."""
+    bots never reach the site). Consent banners hide part of the sessions in the EU and UK,
+    and the share captured drifts slowly (parent ``landing_drift``: page speed, tag loading)."""
 
     landing_rate: float = 0.9
 
     def __call__(self, parents, noise, panel: Panel) -> np.ndarray:
         arrivals = parents["human_clicks"] + parents["bot_clicks"] - parents["invalid_clicks"]
         rate = self.landing_rate * (0.5 + 0.5 * parents["consent_rate"])
+        rate = np.clip(rate * parents["landing_drift"], 0.0, 1.0)
         return binomial_icdf(arrivals, rate, noise)

@@ -243,6 +243,12 @@ def _matured_cvr(campaign: str, placement: str):
     return measure
 
 
+def brand_spend_share(episodes: Sequence[Tables]) -> float:
+    """Brand (own-name) search's share of the account's spend."""
+    perf = pool(episodes).perf()
+    return _ratio(float(perf.loc[_is(perf, "campaign", BRAND), "cost"].sum()), perf["cost"].sum())
+
+
 def ctv_ctr(episodes: Sequence[Tables]) -> float:
     perf = pool(episodes).perf()
     return _rate(perf[_is(perf, "device", "ctv")], "clicks", "impressions")
@@ -676,6 +682,14 @@ def make_quantities(holidays: Sequence[str] | None = None) -> list[Quantity]:
             "brand search CVR (matured)", "8-15%", 0.08, 0.15, _matured_cvr(BRAND, "search"), "%"
         ),
         Quantity("generic search CTR", "3-7%", 0.03, 0.07, _ctr(GENERIC, "search"), "%"),
+        Quantity(
+            "brand search share of spend",
+            "10-35% (non-brand dominates)",
+            0.10,
+            0.35,
+            brand_spend_share,
+            "%",
+        ),
         Quantity(
             "generic search CVR (matured)",
             "2-5%",

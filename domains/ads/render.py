@@ -15,6 +15,7 @@ import pandas as pd
 
 from causaltrace import Panel, World
 from causaltrace_domains.ads.config import AdsConfig
+from causaltrace_domains.ads.mechanisms import hour_profiles
 
 LEAF_DIMS = ("campaign", "creative", "placement", "device", "browser_os", "geo", "audience")
 SITE_DIMS = ("campaign", "device", "browser_os", "geo")
@@ -75,34 +76,16 @@ def site_analytics_daily(panel: Panel, world: World) -> pd.DataFrame:
     return frame.rename(columns={"campaign": "utm_campaign"})
 
 
-def _hour_profile(device: np.ndarray) -> np.ndarray:
-    """Share of a day's auctions by hour, per device: desktop by day, mobile in the evening."""
-    hours = np.arange(24)
-    desktop = np.exp(-0.5 * ((hours - 13.0) / 3.5) ** 2) + 0.05
-    mobile = (
-        np.exp(-0.5 * ((hours - 19.5) / 3.0) ** 2)
-        + 0.5 * np.exp(-0.5 * ((hours - 12.5) / 2.5) ** 2)
-        + 0.04
-    )
-    ctv = np.exp(-0.5 * ((hours - 21.0) / 2.0) ** 2) + 0.02
-    table = {"desktop": desktop, "mobile": mobile, "tablet": mobile, "ctv": ctv}
-    out = np.stack([table[d] for d in device])
-    return out / out.sum(axis=1, keepdims=True)
-
-
-def _served_profile(profile: np.ndarray, pacing: np.ndarray, lasts: float = 0.97) -> np.ndarray:
-    """Hourly shares of what was served under standard delivery.
-
-    The pacer throttles every hour by the same factor so that the budget lasts the day, aiming
-    to serve ``pacing`` of the day's demand; it slightly underestimates demand, so on a limited
-    day the budget runs out once ``lasts`` of the day's demand curve has passed (the last hour
-    or two go unserved). Unlimited days (pacing 1) are served as demanded.
-    """
-    throttle = np.minimum(1.0, pacing / lasts)[:, None]
-    offered = throttle * profile
-    before = np.cumsum(offered, axis=1) - offered
-    served = np.clip(pacing[:, None] - before, 0.0, offered)
-    return served / np.maximum(served.sum(axis=1, keepdims=True), 1e-12)
+def _served_profile(device: np.ndarray, cutoff: np.ndarray) -> np.ndarray:
+    """Hourly shares of what was served: each device's demand curve up to the hour its
+    campaign's budget ran out (``cutoff``, fractional; 24: not limited), renormalised. Up to
+    the cutoff every hour is throttled by the same factor (standard delivery), which cancels."""
+    profile = hour_profiles(device)
+    hours = np.arange(24)[None, :]
+    inside = np.clip(cutoff[:, None] - hours, 0.0, 1.0)  # the part of each hour before it
+    served = profile * inside
+    total = served.sum(axis=1, keepdims=True)
+    return np.where(total > 0, served / np.maximum(total, 1e-12), profile)
 
 
 def _split_exact(totals: np.ndarray, weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -115,8 +98,9 @@ def perf_hourly(
 ) -> pd.DataFrame:
     """Hourly campaign x device report for the last ``hourly_days`` days.
 
-    Daily totals are split over hours by the device's demand curve truncated where the campaign's
-    budget ran out, so budget-limited days show serving stopping in the evening.
+    Daily totals are split over hours by the device's demand curve truncated at the hour the
+    campaign's budget ran out (the SCM's ``budget_cutoff_hour``, the same cutoff its pacing
+    used), so budget-limited days show serving stopping in the evening.
     """
     dims = ("campaign", "device")
     daily = grouped_frame(
@@ -131,10 +115,10 @@ def perf_hourly(
         },
     )
     _, n_groups = panel.group_index(dims)
-    pacing = panel.group_mean(world["pacing"], dims).reshape(-1)
+    cutoff = panel.group_mean(world["budget_cutoff_hour"], dims).reshape(-1)
     keep = np.tile(np.arange(panel.n_time) >= panel.n_time - config.hourly_days, n_groups)
-    daily, pacing = daily[keep].reset_index(drop=True), pacing[keep]
-    weights = _served_profile(_hour_profile(daily["device"].to_numpy()), pacing)
+    daily, cutoff = daily[keep].reset_index(drop=True), cutoff[keep]
+    weights = _served_profile(daily["device"].to_numpy(), cutoff)
     n = len(daily)
     out = {
         "date": np.repeat(daily["date"].to_numpy(), 24),

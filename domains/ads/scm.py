@@ -1,10 +1,13 @@
 """The ad-delivery SCM: the funnel from auction opportunities to conversion value.
 
-market_demand, volume_trait, targeting_eligibility, placement_weight -> placement_share,
-creative_approval -> serving_share  ==> opportunity_rate -> auctions
-bid, quality, competitor_pressure -> rank_win_rate, expected_cpc
+demand_index -> market_demand, volume_trait, targeting_eligibility, placement_weight ->
+placement_share, creative_approval, rotation_weight -> serving_share  ==> opportunity_rate ->
+auctions
+bid_modifier -> bid, quality, competition_index, rival_sensitivity -> competitor_pressure ->
+rank_win_rate, expected_cpc
 auctions, rank_win_rate -> won_auctions -> ctr (wear with frequency)
-won_auctions, ctr, expected_cpc -> daily_budget (set from typical spend) -> pacing
+won_auctions, ctr, expected_cpc, budget_headroom, budget_change -> daily_budget (set from typical
+spend) -> budget_cutoff_hour -> pacing
 won_auctions, pacing -> impressions -> human_clicks, bot_clicks -> invalid_clicks, clicks
 clicks, cpc -> cost;  human_clicks, cvr -> real_conversions (backend orders)
 real_conversions, tag_fire_rate -> tracked_conversions -> conversions (lagged)
@@ -26,14 +29,29 @@ INT = "int64"
 
 def build_nodes(config: AdsConfig, panel) -> list[Node]:
     """The nodes of the ads SCM for ``config`` on ``panel``."""
-    kinds = {c.name: c.kind for c in config.campaigns}
+    specs = {c.name: c for c in config.campaigns}
     n_placements = seg.count_within(panel, (*m.CAMPAIGN_SEGMENT, "creative"), "placement")
     n_creatives = seg.count_within(panel, m.AD_GROUP, "creative")
     volume = (
         config.daily_auctions_per_cell
         * seg.multiplier(panel, seg.VOLUME)
-        * seg.by_campaign(panel, {c: seg.CAMPAIGN_KIND_VOLUME[k] for c, k in kinds.items()})
+        * seg.by_campaign(panel, {c: s.volume for c, s in specs.items()})
     )
+    elasticity = seg.by_campaign(
+        panel, {c: seg.DEMAND_ELASTICITY[s.kind] for c, s in specs.items()}
+    )
+    # Rivals bid on category terms most, on the brand's own name least (brand terms are won
+    # almost always: a high rank offset), on display placements in between.
+    theme = seg.by_campaign(
+        panel,
+        {
+            c: seg.RIVAL_SENSITIVITY["brand" if s.rank_offset > 1.0 else s.kind]
+            for c, s in specs.items()
+        },
+    )
+    applies_modifier = seg.by_campaign(
+        panel, {c: float(s.applies_bid_adjustments) for c, s in specs.items()}
+    ).astype(bool)
     placement_weight = seg.multiplier(panel, {"placement": seg.PLACEMENT_WEIGHT})
     # The opportunity base is per campaign segment; the placement and creative shares split it.
     base_volume = volume * n_placements * n_creatives
@@ -52,7 +70,6 @@ def build_nodes(config: AdsConfig, panel) -> list[Node]:
     consent = np.broadcast_to(seg.by_level(panel, "geo", config.consent_rate), panel.shape)
     cross_device = seg.by_level(panel, "placement", config.modelled_rate, default=0.0)
     pool = 12.0 * volume * eligibility * 0.75  # reachable users: ~12 days of wins per leaf
-    headroom = seg.by_campaign(panel, {c.name: c.budget_headroom for c in config.campaigns})
     aov = config.average_order_value * seg.multiplier(panel, seg.ORDER_VALUE)
     is_safari = np.isin(panel.labels("browser_os"), seg.SAFARI)[:, None]
     tag_rate = np.where(is_safari, config.safari_tag_fire_rate, config.base_tag_fire_rate)
@@ -65,6 +82,7 @@ def build_nodes(config: AdsConfig, panel) -> list[Node]:
     age = (panel.n_time - 1 - np.arange(panel.n_time))[None, :]
     reported_fraction = reported_share(age, config)
     healthy_ctr = m.ClickThroughRate(ctr_base, pool)
+    profiles = m.hour_profiles(np.asarray(panel.dimension("device").levels))
 
     def node(
         name, mechanism, parents=(), *, noise=True, observed=False, dtype="float64", description=""
@@ -81,8 +99,15 @@ def build_nodes(config: AdsConfig, panel) -> list[Node]:
 
     return [
         node(
+            "demand_index",
+            Constant(1.0),
+            noise=False,
+            description="the market's demand level (1 normally)",
+        ),
+        node(
             "market_demand",
-            m.MarketDemand(weekday_shape, config.trend_per_week / 7, holiday_demand),
+            m.MarketDemand(weekday_shape, config.trend_per_week / 7, holiday_demand, elasticity),
+            ["demand_index"],
             description="search interest: seasonality, trend, holidays, shocks",
         ),
         node("volume_trait", m.SegmentTrait(0.35), description="segment size (per episode)"),
@@ -104,7 +129,20 @@ def build_nodes(config: AdsConfig, panel) -> list[Node]:
             noise=False,
             description="1 while the creative is approved to serve",
         ),
-        node("serving_share", m.ServingShare(np.ones((panel.n_cells, 1))), ["creative_approval"]),
+        node(
+            "rotation_weight",
+            Constant(1.0),
+            noise=False,
+            description="the creative's weight in its ad group's rotation (set per account)",
+        ),
+        node("serving_share", m.ServingShare(), ["creative_approval", "rotation_weight"]),
+        node(
+            "ad_strength",
+            m.AdStrength(),
+            ["creative_approval", "rotation_weight"],
+            noise=False,
+            description="the ad group's ad strength relative to full (fewer approved ads: less)",
+        ),
         node(
             "campaign_enabled",
             Constant(1.0),
@@ -132,16 +170,40 @@ def build_nodes(config: AdsConfig, panel) -> list[Node]:
             description="eligible auction opportunities",
         ),
         node(
+            "competition_index",
+            Constant(1.0),
+            noise=False,
+            description="the market's competition level (1 normally)",
+        ),
+        node(
+            "rival_sensitivity",
+            m.GroupTrait(("campaign", "geo"), 0.3, theme),
+            description="how strongly rivals respond in each campaign's market and geo",
+        ),
+        node(
             "competitor_pressure",
             m.CompetitorPressure(config.auction_volatility),
+            ["competition_index", "rival_sensitivity"],
             description="competitors' bid level (index around 1)",
         ),
-        node("bid", m.Bid(bid), noise=False, description="max CPC with bid modifiers"),
+        node(
+            "bid_modifier",
+            Constant(1.0),
+            noise=False,
+            description="the segment's bid adjustment (1: none)",
+        ),
+        node(
+            "bid",
+            m.Bid(bid, applies_modifier),
+            ["bid_modifier"],
+            noise=False,
+            description="max CPC with bid modifiers (manual CPC campaigns)",
+        ),
         node("quality", m.SegmentTrait(0.15), description="ad quality (per episode)"),
         node(
             "rank_win_rate",
             m.RankWinRate(reference_cpc, rank_offset),
-            ["bid", "quality", "competitor_pressure"],
+            ["bid", "quality", "competitor_pressure", "ad_strength"],
             noise=False,
         ),
         node(
@@ -162,17 +224,35 @@ def build_nodes(config: AdsConfig, panel) -> list[Node]:
             description="click-through rate of a human user",
         ),
         node(
+            "budget_headroom",
+            Constant(np.broadcast_to(nominal_headroom(config, panel), panel.shape)),
+            noise=False,
+            description="the budget as a multiple of typical spend (set per account)",
+        ),
+        node(
+            "budget_change",
+            Constant(1.0),
+            noise=False,
+            description="the advertiser's budget edits, as a multiple of the initial budget",
+        ),
+        node(
             "daily_budget",
-            m.DailyBudget(headroom, reference_days=28),
-            ["won_auctions", "ctr", "expected_cpc"],
+            m.DailyBudget(reference_days=28),
+            ["won_auctions", "ctr", "expected_cpc", "budget_headroom", "budget_change"],
             noise=False,
             observed=True,
             description="campaign daily budget",
         ),
         node(
-            "pacing",
-            m.Pacing(config.overdelivery),
+            "budget_cutoff_hour",
+            m.BudgetCutoff(config.overdelivery, profiles),
             ["won_auctions", "ctr", "expected_cpc", "daily_budget"],
+            description="hour a budget-limited campaign stops serving (24: not limited)",
+        ),
+        node(
+            "pacing",
+            m.Pacing(config.overdelivery, profiles),
+            ["won_auctions", "ctr", "expected_cpc", "daily_budget", "budget_cutoff_hour"],
             noise=False,
             description="share of won auctions served before the budget ran out",
         ),
@@ -221,9 +301,14 @@ def build_nodes(config: AdsConfig, panel) -> list[Node]:
         ),
         node("cvr_trait", m.SegmentTrait(0.25)),
         node(
+            "intent_drift",
+            m.GroupWalk(("campaign",), 0.006),
+            description="slow drift of each campaign's conversion rate",
+        ),
+        node(
             "cvr",
             m.ConversionRate(cvr_base, eligibility, cvr_by_day),
-            ["targeting_eligibility", "cvr_trait"],
+            ["targeting_eligibility", "cvr_trait", "intent_drift"],
             description="real conversion rate of a human click",
         ),
         node(
@@ -279,14 +364,27 @@ def build_nodes(config: AdsConfig, panel) -> list[Node]:
             observed=True,
         ),
         node(
+            "landing_drift",
+            m.GroupWalk(("campaign", "device"), 0.006),
+            description="slow drift of the share of landings analytics captures",
+        ),
+        node(
             "sessions",
             m.Sessions(config.sessions_per_click),
-            ["human_clicks", "bot_clicks", "invalid_clicks", "consent_rate"],
+            ["human_clicks", "bot_clicks", "invalid_clicks", "consent_rate", "landing_drift"],
             dtype=INT,
             observed=True,
             description="site sessions from ad clicks",
         ),
     ]
+
+
+def nominal_headroom(config: AdsConfig, panel) -> np.ndarray:
+    """Each cell's campaign's typical budget headroom, (n_cells, 1): the geometric middle of the
+    campaign's range (an account draws its own value, ``account_state``)."""
+    return seg.by_campaign(
+        panel, {c.name: float(np.sqrt(np.prod(c.budget_headroom))) for c in config.campaigns}
+    )
 
 
 def reported_share(age: np.ndarray, config: AdsConfig) -> np.ndarray:

@@ -32,18 +32,25 @@ VOLUME = {
     },
     "audience": {
         "remarketing": 0.3,
-        "customer_list": 0.2,
+        "customer_match": 0.2,
         "in_market": 1.0,
-        "lookalike": 0.8,
+        "affinity": 0.9,
+        "custom_segment": 0.8,
         "broad": 1.5,
     },
 }
+# How far a change in the market's demand level reaches each campaign kind: category search
+# moves with it, Performance Max's search-and-feed mix less, remarketing banners (past
+# visitors, wherever they browse) hardly.
+DEMAND_ELASTICITY = {"search": 1.0, "performance_max": 0.8, "display": 0.35}
+# How strongly rivals' bidding reaches a campaign's auctions (the exponent of the competition
+# level): category terms most, display less, the brand's own name least.
+RIVAL_SENSITIVITY = {"search": 1.0, "performance_max": 0.85, "display": 0.6, "brand": 0.45}
 PLACEMENT_WEIGHT = {"search": 1.0, "search_partners": 0.25, "display": 1.5, "video": 0.8}
-CAMPAIGN_KIND_VOLUME = {"search": 1.0, "performance_max": 1.2, "display": 4.0}
 
 # Targeting: how much of a segment's audience the campaign is eligible for before expansion.
 ELIGIBILITY = {
-    "audience": {"broad": 0.3, "lookalike": 0.5},
+    "audience": {"broad": 0.3, "affinity": 0.5, "custom_segment": 0.5},
     "geo": {"canada": 0.6, "germany": 0.6, "france": 0.6},
 }
 
@@ -53,9 +60,10 @@ CTR = {
     "device": {"mobile": 1.0, "desktop": 1.05, "tablet": 0.9, "ctv": 0.0},
     "audience": {
         "remarketing": 1.3,
-        "customer_list": 1.25,
+        "customer_match": 1.25,
         "in_market": 1.1,
-        "lookalike": 0.9,
+        "affinity": 0.9,
+        "custom_segment": 0.9,
         "broad": 0.8,
     },
 }
@@ -63,9 +71,10 @@ CVR = {
     "device": {"mobile": 0.75, "desktop": 1.3, "tablet": 1.0, "ctv": 0.0},
     "audience": {
         "remarketing": 1.5,
-        "customer_list": 1.4,
+        "customer_match": 1.4,
         "in_market": 1.1,
-        "lookalike": 0.8,
+        "affinity": 0.8,
+        "custom_segment": 0.8,
         "broad": 0.7,
     },
     "geo": {"canada": 0.85, "uk": 0.9, "germany": 0.8, "france": 0.75},
@@ -76,7 +85,7 @@ CPC = {
     "geo": {"canada": 0.75, "uk": 0.8, "germany": 0.7, "france": 0.65},
 }
 ORDER_VALUE = {
-    "audience": {"customer_list": 1.3, "remarketing": 1.2},
+    "audience": {"customer_match": 1.3, "remarketing": 1.2},
     "geo": {"uk": 0.9, "germany": 0.9, "france": 0.85},
 }
 BOT_RATE = {

@@ -1,0 +1,179 @@
+"""Twins of the change-type causes (domains/ads/twins.py): the same edit as a cause, drawn from
+the cause's own prior, written in the same form, that does not move the alert for a reason only
+the metrics show.
+
+Form and size are checked against the cause's prior and its edit rows; inertness against the
+world without the twin, in the account the episode drew, with the same noise. Counts come from
+inverse CDFs of shared uniform noise, so "unchanged where pacing stayed 1" is exact, cell by
+cell, not statistical.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+from _ads_support import PRESETS, background_of, domain_of
+
+from causaltrace_domains.ads.causes import CAUSES
+from causaltrace_domains.ads.edits import AUDIENCE_WIDENING, LOCATION_WIDENING, touched_campaigns
+from causaltrace_domains.ads.twins import TWIN_CAUSES
+
+SEEDS = range(150)
+
+
+def twins(preset: str, kind: str, seeds=SEEDS):
+    """(seed, twin) of ``kind`` over the seeds."""
+    out = []
+    for seed in seeds:
+        for twin in background_of(preset, seed).notes["twins"]:
+            if twin.kind == f"twin:{kind}":
+                out.append((seed, twin))
+    return out
+
+
+@pytest.fixture(params=sorted(PRESETS))
+def preset(request):
+    return request.param
+
+
+def without_and_with(preset: str, seed: int, twin):
+    """The factual world with the twin and the world without it, in the episode's account."""
+    scm = domain_of(preset).scm
+    account = scm.intervene(background_of(preset, seed).notes["state"].interventions(scm.panel))
+    worlds = account.simulate(twin.interventions, seed=seed + 500)
+    return worlds.factual, worlds.counterfactual
+
+
+def test_every_twin_kind_occurs_in_a_share_of_the_episodes(preset):
+    """By default 0-3 twins per episode (weights 0.2, 0.4, 0.3, 0.1: 1.3 on average) of the four
+    kinds alike; a budget twin is dropped when the drawn cut would bind everywhere it reaches.
+    Over 150 episodes each kind is expected about 49 times (sd about 6); 15 is far below."""
+    counts = Counter(t.kind for seed in SEEDS for t in background_of(preset, seed).notes["twins"])
+    assert set(counts) == {f"twin:{c}" for c in TWIN_CAUSES}
+    assert all(n >= 15 for n in counts.values()), counts
+
+
+def test_twin_edits_take_the_causes_form_size_and_timing(preset):
+    domain = domain_of(preset)
+    panel, cfg = domain.scm.panel, domain.settings
+    specs = {c.name: c for c in cfg.campaigns}
+    first, last = (panel.n_time + o for o in cfg.onset_window)
+    for kind in ("BUDGET_CAP", "BID_MODIFIER_CHANGE", "TARGETING_EXPANSION"):
+        point = domain.scm.point(kind)
+        lo, hi = point.prior.strength
+        found = twins(preset, kind)
+        assert found, kind
+        for _, twin in found:
+            assert twin.edits, twin  # every twin of an account edit logs it
+            for edit in twin.edits:
+                assert edit.change_type == CAUSES[kind].account_change or kind == "BUDGET_CAP"
+                assert first <= edit.day <= last  # the cause's own onset window
+                assert 7 <= edit.hour < 20
+            if kind == "BUDGET_CAP":
+                factor = twin.details["factor"]
+                assert 1 - hi <= factor <= 1 - lo
+                assert all(e.field == "daily_budget" and e.factor == factor for e in twin.edits)
+            elif kind == "BID_MODIFIER_CHANGE":
+                pct = {int(e.new_value[1:-1]) for e in twin.edits}
+                assert len(pct) == 1 and round(100 * lo) <= pct.pop() <= round(100 * hi)
+                assert all(specs[e.campaign].takes_bid_adjustments for e in twin.edits)
+            else:
+                (iv,) = twin.interventions
+                assert len(twin.edits) == len(touched_campaigns(panel, iv.where))
+                for edit in twin.edits:
+                    kind_of = specs[edit.campaign].kind
+                    if "audience" in iv.where.dims:
+                        assert edit.field == AUDIENCE_WIDENING[kind_of][0]
+                    else:
+                        assert edit.field == LOCATION_WIDENING[0]
+
+
+def test_budget_twin_leaves_delivery_unchanged_where_it_does_not_bind(preset):
+    """A twin cut leaves every campaign it reaches at least 1.6x its typical spend (allowed
+    spend = budget x overdelivery), above the peaks of weekday and holiday demand (up to about
+    1.24 x 1.3): delivery is the same as without the cut wherever pacing stayed 1, and it binds
+    on under 5% of the campaigns' days after the cut. On a smart-bidding campaign a cut of 30%
+    or more also starts a learning period (CPC up, CVR down for days), as a cause's cut does:
+    there cost and conversions move, impressions and clicks do not."""
+    panel = domain_of(preset).scm.panel
+    limited = []
+    for seed, twin in twins(preset, "BUDGET_CAP")[:4]:
+        state = background_of(preset, seed).notes["state"]
+        overdelivery = domain_of(preset).settings.overdelivery
+        for campaign in twin.details["campaigns"]:
+            assert state.headroom[campaign] * twin.details["factor"] * overdelivery >= 1.6
+        fact, cf = without_and_with(preset, seed, twin)
+        cells = np.isin(panel.labels("campaign"), twin.details["campaigns"])
+        onset = twin.details["onset"]
+        after = np.zeros(panel.shape, dtype=bool)
+        after[cells, onset:] = True
+        free = (fact["pacing"] == 1.0) | ~after
+        limited.append(1.0 - free[after].mean())
+        for node in ("impressions", "clicks"):
+            assert np.array_equal(fact[node][free], cf[node][free]), node
+        specs = {c.name: c for c in domain_of(preset).settings.campaigns}
+        manual = np.isin(
+            panel.labels("campaign"), [c for c, s in specs.items() if not s.smart_bidding]
+        )
+        steady = free & manual[:, None]
+        for node in ("cost", "real_conversions"):
+            assert np.array_equal(fact[node][steady], cf[node][steady]), node
+        assert (fact["daily_budget"][after] < cf["daily_budget"][after]).all()  # it did cut
+    assert limited and max(limited) < 0.05
+
+
+def test_targeting_twin_finds_little_new_traffic(preset):
+    """The twin widening raises eligibility by under 8%; auctions in its slice grow by about as
+    much (negative binomial counts around a mean up to 8% larger: the slice's total over the
+    days after the edit rises by at most ~8% plus its noise, a few percent on these totals)."""
+    panel = domain_of(preset).scm.panel
+    for seed, twin in twins(preset, "TARGETING_EXPANSION")[:4]:
+        (iv,) = twin.interventions
+        assert 1.0 <= iv.factor < 1.08
+        fact, cf = without_and_with(preset, seed, twin)
+        inside = iv.weight(panel) > 0
+        ratio = fact["auctions"][inside].sum() / cf["auctions"][inside].sum()
+        assert 1.0 <= ratio < 1.12
+
+
+def test_disapproval_twin_is_stale_or_a_little_served_ad(preset):
+    domain = domain_of(preset)
+    panel = domain.scm.panel
+    stale_seen = recent_seen = 0
+    for seed, twin in twins(preset, "AD_DISAPPROVAL")[:12]:
+        (iv,) = twin.interventions
+        state = background_of(preset, seed).notes["state"]
+        creative = iv.where.as_dict()["creative"]
+        fact, _ = without_and_with(preset, seed, twin)
+        mine = iv.where.mask(panel)
+        if twin.details["stale"]:
+            stale_seen += 1
+            assert iv.window.onset == 0
+            assert fact["impressions"][mine].sum() == 0  # nothing in any report to lose
+        else:
+            recent_seen += 1
+            campaign = touched_campaigns(panel, iv.where)[0]
+            labels = panel.labels("creative")
+            own = np.unique(labels[panel.labels("campaign") == campaign])
+            shares = {c: state.rotation_share(panel, c) for c in own}
+            assert shares[creative] == min(shares.values())
+            onset = iv.window.onset
+            assert fact["impressions"][mine, onset:].sum() == 0
+            assert fact["impressions"][mine, :onset].sum() > 0
+    assert stale_seen and recent_seen
+
+
+def test_twin_edits_are_logged_in_the_change_history(preset):
+    """Every twin edit inside the 30-day history is among the logged edits the change history
+    shows (and counts toward its fixed size), and none outside it."""
+    domain = domain_of(preset)
+    first = domain.scm.panel.n_time - 30
+    for seed in SEEDS:
+        bg = background_of(preset, seed)
+        for twin in bg.notes["twins"]:
+            for edit in twin.edits:
+                assert edit.day >= first
+                assert edit in bg.notes["effectful"]
+        assert bg.notes["total_edits"] >= len(bg.notes["effectful"])
