@@ -1,0 +1,170 @@
+"""The teacher's arithmetic on the rows its queries returned (host code, not sent to a tool).
+
+Every statistic compares the alert's week (``now``) with the three weeks before the last two
+(``before``): whole weeks, so weekdays balance. As the domain's evidence does, rates are read as
+observed over expected (each cell at its own rate before), relative to the rest of the account,
+so mix shifts and account-wide movements cancel; volumes as a slice's share of the rest. A
+statistic's ``z`` is its significance (counts are overdispersed: their Poisson variance is
+scaled by ``PHI``); ``snr`` its size against one day's noise, floored by a practical size, so a
+significant but tiny move is not taken for a cause (the verifier's rule).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from scipy import special
+
+PHI = 2.0  # overdispersion of daily counts (demand shocks that do not cancel)
+PRACTICAL_LOG = 0.05  # a 5% move in a rate or a share
+PRACTICAL_SHARE = 0.02  # two points of impression share
+NOW_DAYS = 7
+# The smallest standard error a week-on-weeks comparison can have: a day's practical noise
+# (PRACTICAL_LOG) over 7 days against 21. Large counts make Poisson errors tiny, while real
+# traffic drifts by a few percent a week; without this floor any drift would look certain.
+MIN_SE = PRACTICAL_LOG * math.sqrt(1 / 7 + 1 / 21)
+
+
+@dataclass(frozen=True)
+class Stat:
+    """A signature reading: ``effect`` in the cause's direction (log units, or points of
+    impression share), ``z`` its significance, ``snr`` its size in units of a day's noise."""
+
+    effect: float
+    z: float
+    snr: float
+    parts: tuple[Stat, ...] = ()  # the footprints of an AND of evidence, in a fixed order
+
+    @staticmethod
+    def weakest(*stats: Stat | None) -> Stat | None:
+        """AND of evidence: both footprints must show (the one with the lowest z); the
+        footprints stay readable one by one (``parts``)."""
+        if any(s is None for s in stats):
+            return None
+        low = min(stats, key=lambda s: s.z)  # type: ignore[union-attr]
+        return Stat(low.effect, low.z, low.snr, tuple(stats))  # type: ignore[arg-type]
+
+    def components(self) -> tuple[Stat, ...]:
+        return self.parts or (self,)
+
+
+Row = Mapping[str, float]
+Pred = Callable[[Mapping[str, str]], bool]
+
+
+def total(rows: Iterable[tuple[Mapping[str, str], Row]], keep: Pred, column: str) -> float:
+    return sum(values.get(column, 0.0) for labels, values in rows if keep(labels))
+
+
+def _log_ratio(a: float, b: float) -> float:
+    return math.log((a + 0.5) / (b + 0.5))
+
+
+def oe_stat(
+    obs_in: float, exp_in: float, obs_out: float, exp_out: float, direction: int
+) -> Stat | None:
+    """Observed over expected in the slice, relative to the same outside it."""
+    if exp_in < 5 or exp_out < 5:
+        return None
+    effect = direction * (_log_ratio(obs_in, exp_in) - _log_ratio(obs_out, exp_out))
+    var = PHI * (1 / (obs_in + 0.5) + 1 / (exp_in + 0.5) + 1 / (obs_out + 0.5))
+    day = PHI * NOW_DAYS / (exp_in + 0.5)
+    se = max(math.sqrt(var), MIN_SE)
+    return Stat(effect, effect / se, effect / max(math.sqrt(day), PRACTICAL_LOG))
+
+
+def share_stat(
+    in_before: float,
+    in_now: float,
+    out_before: float,
+    out_now: float,
+    direction: int,
+    weeks_before: int = 3,
+) -> Stat | None:
+    """The slice's volume against the rest's, now against before (raw sums: ``before`` spans
+    ``weeks_before`` weeks, ``now`` one)."""
+    if min(in_before, out_before) < 5 or out_now < 5:
+        return None
+    effect = direction * (_log_ratio(in_now, in_before) - _log_ratio(out_now, out_before))
+    var = PHI * (1 / (in_now + 0.5) + 1 / (in_before + 0.5) + 1 / (out_now + 0.5))
+    day = PHI * NOW_DAYS / (min(in_now, in_before / weeks_before) + 0.5)
+    se = max(math.sqrt(var), MIN_SE)
+    return Stat(effect, effect / se, effect / max(math.sqrt(day), PRACTICAL_LOG))
+
+
+def daily_stat(
+    mean_now: float,
+    mean_before: float,
+    sd_before: float,
+    days_now: int,
+    days_before: int,
+    floor: float,
+    direction: int,
+) -> Stat:
+    """A shift of a daily account-level series (means and the before days' spread)."""
+    effect = direction * (mean_now - mean_before)
+    noise = max(sd_before, floor)
+    se = noise * math.sqrt(1 / max(days_now, 1) + 1 / max(days_before, 1))
+    return Stat(effect, effect / se, effect / noise)
+
+
+def scan_threshold(tests: int, alpha: float = 0.05) -> float:
+    """One-sided Bonferroni z threshold for ``tests`` hypotheses read off one query."""
+    return float(-special.ndtri(alpha / max(tests, 1)))
+
+
+# -- how much of an alert a hypothesis accounts for -------------------------------------------
+MIN_CONTROL = 0.05  # a rest of the scope under this share of its volume is no control
+
+
+def kpi_value(totals: Mapping[str, float], num: str, den: str | None) -> float:
+    return totals[num] if den is None else totals[num] / max(totals[den], 1e-9)
+
+
+def alert_share(
+    rows: list[tuple[Mapping[str, str], Row]],
+    in_scope: Pred,
+    in_region: Pred,
+    num: str,
+    den: str | None,
+    weeks_before: int,
+) -> float | None:
+    """The share of an alert's move that the region accounts for (difference in differences).
+
+    The region's KPI columns had they moved as the rest of the alert's scope did (or, when that
+    rest is too small, as the rest of the account did) give the alert without the hypothesis;
+    the share is the alert's move minus that move, over the alert's move (the domain's
+    attribution rule, read on the returned rows). ``None``: no control to compare with."""
+    columns = (num,) if den is None else (num, den)
+    factual, counterfactual, baseline = {}, {}, {}
+    for column in columns:
+        b, n = f"{column}_before", f"{column}_now"
+
+        def part(keep: Pred, key: str, before: str = b) -> float:
+            return total(rows, keep, key) / (weeks_before if key == before else 1)
+
+        inside = lambda lab: in_scope(lab) and in_region(lab)  # noqa: E731
+        rest = lambda lab: in_scope(lab) and not in_region(lab)  # noqa: E731
+        r_b, r_n = part(inside, b), part(inside, n)
+        q_b, q_n = part(rest, b), part(rest, n)
+        growth = None
+        for control in (rest, lambda lab: not in_region(lab)):
+            c_b, c_n = part(control, b), part(control, n)
+            if c_b > 0 and c_b > MIN_CONTROL * (c_b + r_b):
+                growth = c_n / c_b
+                break
+        if growth is None:
+            return None
+        factual[column] = r_n + q_n
+        counterfactual[column] = r_b * growth + q_n
+        baseline[column] = r_b + q_b
+    base = kpi_value(baseline, num, den)
+    if not base > 0:
+        return 0.0
+    move = kpi_value(factual, num, den) / base - 1.0
+    without = kpi_value(counterfactual, num, den) / base - 1.0
+    if move == 0.0:
+        return 0.0
+    return float((move - without) / move)
