@@ -29,15 +29,19 @@ from causaltrace_domains.services.topology import EDGES, QUEUE
 PACKAGE = Path(__file__).resolve().parents[1] / "domains" / "services"
 SEED = 20261201
 ATTEMPTS = 8  # attempts per cause; every cause is accepted within them at this seed
+# ... except a pool cut, accepted about one time in three (a cut that leaves the pool above the
+# requests in flight binds nothing and raises no alert): 16 attempts miss with probability
+# (2/3)^16 < 0.2%.
+ATTEMPTS_BY_CAUSE = {"CONFIG_CHANGE": 16}
 # Which node each cause intervenes on (its footprint must stay inside its slice).
 TARGET = {
-    "TRAFFIC_SURGE": "demand",
+    "TRAFFIC_SURGE": "demand",  # (and the traffic mix, buy_share)
     "SLOW_DEPENDENCY": "io_ms",
     "BAD_DEPLOY": "error_prob",
     "DB_REPLICA_SATURATION": "cpu_capacity",
     "CACHE_NODE_LOSS": "cache_health",
     "CONFIG_CHANGE": "pool_limit",
-    "NOISY_NEIGHBOUR": "cpu_capacity",
+    "NOISY_NEIGHBOUR": "cpu_stolen",
     "QUEUE_CONSUMER_STALL": "consumer_capacity",
 }
 
@@ -53,7 +57,7 @@ def episodes(domain):
     out = {}
     for cause in CAUSES:
         out[cause] = []
-        for i in range(ATTEMPTS):
+        for i in range(ATTEMPTS_BY_CAUSE.get(cause, ATTEMPTS)):
             spec = EpisodeSpec(f"t-{i:06d}", "t", i, SEED, cause, None)
             episode = build_episode(domain, spec)
             out[cause].append((episode, verify_episode(domain, episode, VerifierConfig())))
@@ -222,9 +226,9 @@ def test_change_log_shows_the_causes_that_are_changes(episodes):
             if kind == "config":
                 row = rows[rows["field"] == "db.pool.max_connections"].iloc[0]
                 assert int(row["new_value"]) < int(row["old_value"])
-    # decoys keep the log's length fixed, and include harmless pool changes (grown, not shrunk)
+    # the log shows the latest changes: its length never depends on the cause
     lengths = {len(e.tables["change_log"]) for runs in episodes.values() for e, _ in runs}
-    assert lengths == {14}
+    assert lengths == {24}
 
 
 def test_domain_never_imports_ads():

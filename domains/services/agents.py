@@ -129,10 +129,11 @@ _ALERT = re.compile(
 
 
 class ServicesAlertRuleAgent(Agent):
-    """Blames the service the alert names, in the region it names, with a fixed rule from the
-    alerted KPI to a cause (requests: a traffic surge; errors: a bad deploy; p99 latency: a noisy
-    neighbour; queue depth: stalled consumers); no tool call. What an alert router without an
-    investigation gets: it is right only when the fault sits where the symptom shows."""
+    """Blames the service the page's first alert names, in the region it names, with a fixed
+    rule from the alerted KPI to a cause (requests: a traffic surge; errors: a bad deploy; p99
+    latency: a noisy neighbour; queue depth: stalled consumers); no tool call. What an alert
+    router without an investigation gets: it is right only when the fault sits where the
+    symptom shows."""
 
     name = "services_alert_rule"
 

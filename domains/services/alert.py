@@ -5,9 +5,13 @@ would: for every application service in every region (the services users' reques
 compares the last ``WINDOW`` buckets (two hours) with the same clock times on the previous
 ``DAYS_BACK`` days (so the daily traffic cycle cancels), for the error rate, the p99 latency and
 (frontend only) the request rate, and the order queue's depth per region. A reading fires when
-its adverse move reaches its threshold; the rule raises the fired reading of the largest
-severity. An alert's existence says nothing about the cause: noise, short latency blips and
-routine changes raise some on their own.
+its adverse move reaches its threshold. The page shows the fired readings most severe first,
+at most one per service (its most severe KPI and region: an incident per service, as on-call
+tools group them), at most ``PAGE_LIMIT``; the first is the one ``raised_alert`` gives. So a
+fault that moves a service and its callers pages for each, and two faults in different
+services usually both page (not when one's callers outrank the other's own alert). An alert's existence says
+nothing about the cause: noise, short latency blips and routine changes raise some on their
+own.
 """
 
 from __future__ import annotations
@@ -17,11 +21,12 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from causaltrace import AlertReading, raised_alert
+from causaltrace import AlertReading, raised_alerts
 from causaltrace_domains.services.causes import CAUSES, GLOBAL, NO_SIGNAL
 from causaltrace_domains.services.topology import APP, BUCKETS_PER_DAY, QUEUE, REGIONS, SERVICES
 
 WINDOW = 8  # buckets: the last two hours
+PAGE_LIMIT = 3
 DAYS_BACK = 2
 THRESHOLDS = {"error_rate": 0.5, "latency_p99_ms": 0.3, "requests": 0.3, "queue_depth": 1.0}
 LABELS = {
@@ -107,9 +112,33 @@ def monitor_readings(tables: Mapping[str, pd.DataFrame]) -> list[AlertReading]:
     return readings
 
 
+def alerted_service(reading: AlertReading) -> str:
+    """The page's grouping: the service of a reading's scope (``service@region``). One line
+    per service keeps the page short: a finer grouping (per service and region) shows every
+    region a cause reaches, and the cascade of a fault across callers and regions reads as
+    its fingerprint (measured with rule_probe.py: more causes then name themselves)."""
+    return reading.scope.split("@")[0]
+
+
+def raised_page(readings) -> list[AlertReading]:
+    """The fired alerts the page shows (see the module docstring); empty if none fired."""
+    return raised_alerts(readings, limit=PAGE_LIMIT, group=alerted_service)
+
+
+def page(readings) -> list[AlertReading]:
+    """The alerts the prompt shows: the raised page; with the explained-alert gate off an
+    episode may raise none, and the largest move is shown instead."""
+    return raised_page(readings) or [max(readings, key=lambda r: r.severity)]
+
+
 def shown_alert(readings) -> AlertReading:
-    raised = raised_alert(readings)
-    return raised if raised is not None else max(readings, key=lambda r: r.severity)
+    """The page's first (most severe) alert."""
+    return page(readings)[0]
+
+
+def page_text(alerts, times: np.ndarray) -> str:
+    """The page as the prompt shows it: one ``ALERT:`` line per alert, most severe first."""
+    return "\n".join(f"ALERT: {alert_text(a, times)}" for a in alerts)
 
 
 def alert_text(reading: AlertReading, times: np.ndarray) -> str:
@@ -132,21 +161,25 @@ def alert_text(reading: AlertReading, times: np.ndarray) -> str:
     )
 
 
-def task_prompt(alert: str, tables: Mapping[str, int], concurrent: bool = False) -> str:
+def task_prompt(
+    alerts: str, n_alerts: int, tables: Mapping[str, int], concurrent: bool = False
+) -> str:
     whole = [c for c, s in CAUSES.items() if s.group in (GLOBAL, NO_SIGNAL)]
     causes = "\n".join(f"- {name}: {spec.description}" for name, spec in CAUSES.items())
     table_list = ", ".join(sorted(tables))
     thresholds = ", ".join(f"{LABELS[k]} +{v:.0%}" for k, v in THRESHOLDS.items())
+    paged = "one alert" if n_alerts == 1 else f"{n_alerts} alerts"
     header = f"""You are the SRE on call for an online shop's backend, deployed the same way in {len(REGIONS)}
 regions ({", ".join(REGIONS)}): application services ({", ".join(APP)}) and, behind
 them, caches, databases, a search cluster, an external payment provider and an order queue.
 Metrics come in 15-minute buckets over the last days. For every application service in every
 region the monitor compares the last {WINDOW} buckets with the same times of day on the previous
 {DAYS_BACK} days (error rate, p99 latency, and the frontend's request rate), and likewise the
-order queue's depth per region; it raises the largest move beyond its threshold
-({thresholds}). It just fired:
+order queue's depth per region. It pages with the moves beyond their thresholds
+({thresholds}),
+most severe first, at most one per service. It just paged with {paged}:
 
-ALERT: {alert}
+{alerts}
 
 Find the root cause. The observability data are DuckDB tables ({table_list}); the table
 data_dictionary describes every column, and call_graph says which service calls which.
@@ -160,18 +193,7 @@ Investigate with the sql and python tools.
         f"- region: {', '.join(REGIONS)}"
     )
     if concurrent:
-        return (
-            header
-            + f"""One or more root causes may be at work at the same time. Each is one of:
-{causes}
-
-For each cause, also name the affected slice: {slice_text}
-{whole_text}
-
-Name only the causes the data supports: every cause you list that is not at work costs reward.
-Answer by calling submit(root_cause, slice) for one cause, or submit(causes) with a list of
-{{"root_cause", "slice"}} objects for several."""
-        )
+        return header + _several_causes_task(causes, slice_text, whole_text)
     return (
         header
         + f"""The root cause is exactly one of:
@@ -184,3 +206,22 @@ service=X. {whole_text}
 Answer by calling submit(root_cause, slice). If you cannot call tools, end your reply with a JSON
 object such as {{"root_cause": "CAUSE_NAME", "slice": "service=level&region=level"}}."""
     )
+
+
+def _several_causes_task(causes: str, slice_text: str, whole_text: str) -> str:
+    """The answer part of a split with concurrent episodes: one or more root causes may be at
+    work (each may page for its own services), and how to submit several."""
+    return f"""One or more root causes may be at work at the same time, each in its own services
+(a page's alerts may come from one fault, which also moves its callers, or from several).
+Each cause is one of:
+{causes}
+
+For each cause, also name the affected slice: {slice_text}
+A fault of one service in one region is service=X&region=Y; a dependency slow in every region is
+service=X. {whole_text}
+
+Name only the causes the data supports: every cause you list that is not at work costs reward.
+Answer by calling submit(root_cause, slice) for one cause, or submit(causes) with a list of
+{{"root_cause", "slice"}} objects for several. If you cannot call tools, end your reply with a
+JSON object such as {{"root_cause": "CAUSE_NAME", "slice": "service=level&region=level"}} or
+{{"causes": [{{"root_cause": "CAUSE_A", "slice": "service=level&region=level"}}, {{"root_cause": "CAUSE_B", "slice": null}}]}}."""

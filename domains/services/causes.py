@@ -7,7 +7,10 @@ signatures do not explain an accepted episode as well). See docs/domain-services
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+
+import numpy as np
 
 from causaltrace import (
     InterventionDraw,
@@ -18,7 +21,16 @@ from causaltrace import (
     Shift,
     Step,
 )
-from causaltrace_domains.services.topology import APP, CACHES, DATABASES, DEPENDENCIES, QUEUE
+from causaltrace_domains.services.topology import (
+    APP,
+    CACHES,
+    DATABASES,
+    DEPENDENCIES,
+    QUEUE,
+    REGIONS,
+    SERVICES,
+    SHARED_HOSTS,
+)
 
 GLOBAL = "global"
 PROPAGATING = "propagating"
@@ -37,7 +49,8 @@ class CauseSpec:
     confusers: tuple[str, ...]
     change: str | None = None  # the change-log entry the cause itself makes, if any
     # Median detection SNR of accepted episodes (the unit of a difficulty tier's SNR band);
-    # measured with `python -m causaltrace.episodes.difficulty` on a generated services split.
+    # measured with `python -m causaltrace.episodes.difficulty` on a 396-episode split at the
+    # default difficulty (docs/domain-services.md, measured numbers).
     typical_snr: float | None = None
 
 
@@ -47,18 +60,19 @@ CAUSES: dict[str, CauseSpec] = {
         CauseSpec(
             "TRAFFIC_SURGE",
             GLOBAL,
-            "more requests arrive at the frontend in every region than at this time on other "
-            "days; every service downstream takes the extra load",
+            "more requests arrive at the frontend in every region (most in one) than at this "
+            "time on other days (more buyers or more browsers than usual); the services "
+            "downstream take the extra load",
             ("NOISY_NEIGHBOUR", "DB_REPLICA_SATURATION", "CONFIG_CHANGE", "QUEUE_CONSUMER_STALL"),
-            typical_snr=10.7,
+            typical_snr=6.9,
         ),
         CauseSpec(
             "SLOW_DEPENDENCY",
             PROPAGATING,
             "a dependency (database, search cluster or payment provider) answers slowly "
             "without using more CPU; its callers' latency rises with it",
-            ("DB_REPLICA_SATURATION", "CACHE_NODE_LOSS"),
-            typical_snr=13.2,
+            ("DB_REPLICA_SATURATION", "NOISY_NEIGHBOUR", "CACHE_NODE_LOSS"),
+            typical_snr=13.0,
         ),
         CauseSpec(
             "BAD_DEPLOY",
@@ -66,14 +80,20 @@ CAUSES: dict[str, CauseSpec] = {
             "a new version of one service in one region fails requests and uses more memory",
             ("CONFIG_CHANGE", "NOISY_NEIGHBOUR"),
             change="deploy",
-            typical_snr=6.1,
+            typical_snr=5.8,
         ),
         CauseSpec(
             "DB_REPLICA_SATURATION",
             LOCALIZED,
             "a database replica in one region has less CPU for queries (a runaway query, "
             "vacuum, a lost replica): CPU per query and its latency rise",
-            ("SLOW_DEPENDENCY", "CACHE_NODE_LOSS", "TRAFFIC_SURGE", "QUEUE_CONSUMER_STALL"),
+            (
+                "SLOW_DEPENDENCY",
+                "NOISY_NEIGHBOUR",
+                "CACHE_NODE_LOSS",
+                "TRAFFIC_SURGE",
+                "QUEUE_CONSUMER_STALL",
+            ),
             typical_snr=11.1,
         ),
         CauseSpec(
@@ -82,7 +102,7 @@ CAUSES: dict[str, CauseSpec] = {
             "a cache cluster in one region loses nodes: its hit rate falls and the misses load "
             "the database behind it",
             ("SLOW_DEPENDENCY", "DB_REPLICA_SATURATION", "QUEUE_CONSUMER_STALL"),
-            typical_snr=38.5,
+            typical_snr=34.6,
         ),
         CauseSpec(
             "CONFIG_CHANGE",
@@ -91,15 +111,21 @@ CAUSES: dict[str, CauseSpec] = {
             "queue for connections, slow down and time out",
             ("BAD_DEPLOY", "NOISY_NEIGHBOUR"),
             change="config",
-            typical_snr=5.1,
+            typical_snr=6.1,
         ),
         CauseSpec(
             "NOISY_NEIGHBOUR",
             LOCALIZED,
-            "another tenant on the hosts of one service in one region takes CPU: the "
-            "service's CPU per request and latency rise",
-            ("TRAFFIC_SURGE", "BAD_DEPLOY", "CONFIG_CHANGE"),
-            typical_snr=8.0,
+            "another tenant on the shared hosts of one service in one region (ours, a database "
+            "or the search cluster) takes CPU: the service slows down, and its callers with it",
+            (
+                "SLOW_DEPENDENCY",
+                "DB_REPLICA_SATURATION",
+                "TRAFFIC_SURGE",
+                "BAD_DEPLOY",
+                "CONFIG_CHANGE",
+            ),
+            typical_snr=8.6,
         ),
         CauseSpec(
             "QUEUE_CONSUMER_STALL",
@@ -107,7 +133,7 @@ CAUSES: dict[str, CauseSpec] = {
             "the consumers of the order queue in one region slow down (stuck workers): the "
             "queue backs up while the database behind them is healthy",
             ("SLOW_DEPENDENCY", "DB_REPLICA_SATURATION"),
-            typical_snr=18.7,
+            typical_snr=11.1,
         ),
         CauseSpec(
             "NO_ANOMALY",
@@ -130,13 +156,41 @@ def _scale(node: str, direction: float):
 
 
 def _bad_deploy(draw: InterventionDraw):
-    """More failures and a memory leak: two footprints of the same new version."""
+    """More failures (from a few times the usual rate to a crash loop failing a tenth of the
+    requests) and a memory leak: two footprints of the same new version."""
+    leak = 4.0 + 4.0 * math.log(draw.strength)
     return [
         Scale("error_prob", where=draw.slice, window=draw.window, factor=1.0 + draw.strength),
-        Shift(
-            "memory_extra", where=draw.slice, window=draw.window, delta=6.0 + 0.8 * draw.strength
-        ),
+        Shift("memory_extra", where=draw.slice, window=draw.window, delta=leak),
     ]
+
+
+def _surge(draw: InterventionDraw):
+    """More requests in every region, most in one (a campaign, a mention, a sale that lands in
+    one market first: each region's share of the surge is drawn), with the mix of the new
+    traffic drawn too: buyers (more checkouts per request: the order queue and orders_db take
+    it) or browsers (fewer: the catalog and search take it)."""
+    mix = float(draw.extras["buy_mix"])
+    weights = np.asarray(draw.extras["region_weights"], dtype=np.float64)
+    factor = np.tile(1.0 + draw.strength * weights, len(SERVICES))[:, None]  # service-major
+    return [
+        Scale("demand", where=draw.slice, window=draw.window, factor=factor),
+        Scale("buy_share", where=draw.slice, window=draw.window, factor=mix),
+    ]
+
+
+def _surge_extras(rng, panel, sl) -> dict:
+    """The surge's checkout calls per request relative to nominal (log-uniform 0.5-1.6), and
+    each region's share of it: 1 in one region, 0.3-0.9 in the others."""
+    mix = float(np.exp(rng.uniform(np.log(0.5), np.log(1.6))))
+    weights = rng.uniform(0.3, 0.9, size=len(REGIONS))
+    weights[int(rng.integers(len(REGIONS)))] = 1.0
+    return {"buy_mix": mix, "region_weights": [round(float(w), 4) for w in weights]}
+
+
+def _noisy_neighbour(draw: InterventionDraw):
+    """The co-tenant takes a share of the hosts' CPU (the hypervisor reports it as steal)."""
+    return [Shift("cpu_stolen", where=draw.slice, window=draw.window, delta=draw.strength)]
 
 
 def _nothing(draw: InterventionDraw):
@@ -147,8 +201,10 @@ def intervention_points(onset: tuple[int, int]) -> list[InterventionPoint]:
     step_or_ramp = (Step(), Ramp(3))
     priors = {
         "TRAFFIC_SURGE": (
-            _scale("demand", +1.0),
-            InterventionPrior(strength=(0.5, 1.2), onset=onset, profiles=(Step(), Ramp(2))),
+            _surge,
+            InterventionPrior(
+                strength=(0.3, 0.9), onset=onset, profiles=(Step(), Ramp(2)), extras=_surge_extras
+            ),
         ),
         "SLOW_DEPENDENCY": (
             _scale("io_ms", +1.0),
@@ -166,7 +222,8 @@ def intervention_points(onset: tuple[int, int]) -> list[InterventionPoint]:
             InterventionPrior(
                 slice_dims=TWO_D,
                 allowed_levels={"service": APP},
-                strength=(6.0, 25.0),
+                strength=(5.0, 200.0),
+                log_strength=True,
                 onset=onset,
                 profiles=(Ramp(3), Step()),  # a rolling deploy or all pods at once
             ),
@@ -195,15 +252,15 @@ def intervention_points(onset: tuple[int, int]) -> list[InterventionPoint]:
             InterventionPrior(
                 slice_dims=TWO_D,
                 allowed_levels={"service": APP},
-                strength=(0.8, 0.95),
+                strength=(0.7, 0.93),
                 onset=onset,
             ),
         ),
         "NOISY_NEIGHBOUR": (
-            _scale("cpu_capacity", -1.0),
+            _noisy_neighbour,
             InterventionPrior(
                 slice_dims=TWO_D,
-                allowed_levels={"service": APP},
+                allowed_levels={"service": SHARED_HOSTS},
                 strength=(0.35, 0.65),
                 onset=onset,
                 profiles=step_or_ramp,
@@ -214,7 +271,7 @@ def intervention_points(onset: tuple[int, int]) -> list[InterventionPoint]:
             InterventionPrior(
                 slice_dims=TWO_D,
                 allowed_levels={"service": (QUEUE,)},
-                strength=(0.8, 0.97),
+                strength=(0.45, 0.85),
                 onset=onset,
                 profiles=step_or_ramp,
             ),

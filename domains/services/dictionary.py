@@ -19,7 +19,10 @@ DATA_DICTIONARY: dict[str, dict[str, str]] = {
     "saturation": {
         **_KEYS,
         "service": "service",
-        "cpu_pct": "CPU utilisation of the service's instances in the region, % of their cores",
+        "cpu_pct": "CPU utilisation of the service's instances in the region, % of the CPU "
+        "they get (busy time over the time not stolen)",
+        "cpu_steal_pct": "CPU steal: % of the hosts' CPU time the hypervisor gave other tenants "
+        "while the service's instances wanted to run",
         "memory_pct": "memory in use, % of the instances' limit",
         "connections_active": "connections in use (average over the bucket): for an application "
         "service its pooled database connections, for a database its client sessions",
@@ -38,6 +41,8 @@ DATA_DICTIONARY: dict[str, dict[str, str]] = {
         "queue": "message queue (order events; the fulfilment consumer drains it and writes each "
         "order to orders_db)",
         "published": "messages published in the bucket",
+        "consumers": "consumer workers that processed messages in the bucket (average; workers "
+        "are autoscaled with the traffic level)",
         "depth": "messages waiting at the end of the bucket",
     },
     "call_graph": {
@@ -49,12 +54,14 @@ DATA_DICTIONARY: dict[str, dict[str, str]] = {
         "only_on_miss_of": "if set, the call is made only when a lookup in this cache misses",
     },
     "change_log": {
-        "change_time": "when the change was applied (UTC)",
+        "change_time": "when the change was applied (UTC); the log holds the latest changes, "
+        "newest first",
         "service": "service changed",
         "region": "region changed",
         "change_type": "deploy (a new version) or config (a configuration key)",
         "field": "what changed: version, or the configuration key",
-        "old_value": "value before",
+        "old_value": "value before (for db.pool.max_connections: the pool of the service's "
+        "instances in the region)",
         "new_value": "value after",
         "author": "who or what applied it",
     },

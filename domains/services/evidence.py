@@ -13,13 +13,21 @@ when nothing is wrong, so the traffic cycle does not masquerade as a cause:
   law's time a request takes without queueing: load and queueing cancel), over its CPU per
   request: time not spent on CPU work. A slow dependency raises it; a saturated database
   (more CPU time per query) lowers it;
-- DB_REPLICA_SATURATION, NOISY_NEIGHBOUR: log CPU per request (databases, app services);
+- DB_REPLICA_SATURATION: log of the host CPU per query, CPU x (1 - steal) / requests (the
+  CPU the replica burns per query, whoever else is on the host): a replica busy with other work
+  raises it; a noisy neighbour does not (the CPU it takes shows as steal, not as work);
+- NOISY_NEIGHBOUR: CPU steal rising AND CPU per request rising (the weaker of the two): a
+  co-tenant's share of the hosts, and the service slowed by it (hosts we share: app services,
+  databases, the search cluster);
 - CACHE_NODE_LOSS: hit rate (falls);
 - BAD_DEPLOY: log error rate AND memory (both must rise: the weaker of the two);
 - CONFIG_CHANGE: share of connections pending (requests waiting for a pooled connection) AND
   connections in use per request/s falling (the pool now holds fewer than requests needed before;
   load or latency that exhausts an unchanged pool raises them instead);
-- QUEUE_CONSUMER_STALL: log queue lag in seconds (depth over the publish rate).
+- QUEUE_CONSUMER_STALL: log queue lag in seconds (depth over the publish rate) rising AND
+  live consumers falling (medians: a rebalance pausing them for a bucket or two is not a
+  stall) (the weaker of the two): a slow or saturated orders_db backs the queue up too, but
+  stops no worker.
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ from causaltrace_domains.services.topology import (
     DATABASES,
     DEPENDENCIES,
     QUEUE,
+    SHARED_HOSTS,
 )
 
 PRE = 32  # eight hours before the onset
@@ -47,17 +56,19 @@ FLOORS = {
     "SLOW_DEPENDENCY": 0.1,
     "DB_REPLICA_SATURATION": 0.08,
     "NOISY_NEIGHBOUR": 0.08,
+    "steal": 2.0,  # percentage points
     "CACHE_NODE_LOSS": 0.01,
     "error": 0.3,
     "memory": 3.0,
     "CONFIG_CHANGE": 0.05,
     "held": 0.05,
     "QUEUE_CONSUMER_STALL": 0.3,
+    "consumers": 0.1,
 }
 KINDS = {
     "SLOW_DEPENDENCY": DEPENDENCIES,
     "DB_REPLICA_SATURATION": DATABASES,
-    "NOISY_NEIGHBOUR": APP,
+    "NOISY_NEIGHBOUR": SHARED_HOSTS,
     "CACHE_NODE_LOSS": CACHES,
     "BAD_DEPLOY": APP,
     "CONFIG_CHANGE": APP,
@@ -98,22 +109,29 @@ class ServicesEvidence:
         sat = dense(
             panel,
             tables["saturation"],
-            ("cpu_pct", "memory_pct", "connections_active", "connections_pending"),
+            ("cpu_pct", "cpu_steal_pct", "memory_pct", "connections_active", "connections_pending"),
         )
         cache = dense(panel, tables["cache_metrics"], ("lookups", "hits"), ("cache", "region"))
-        queue = dense(panel, tables["queue_metrics"], ("published", "depth"), ("queue", "region"))
+        queue = dense(
+            panel, tables["queue_metrics"], ("published", "consumers", "depth"), ("queue", "region")
+        )
         self.a = {**sm, **sat, **cache, **queue}
         services = panel.labels("service")
         self.kind = {k: np.isin(services, list(v)) for k, v in KINDS.items()}
         self.frontend = services == "frontend"
 
-    def _shift(self, series: np.ndarray, onset: int, direction: float, floor: float):
+    def _shift(
+        self, series: np.ndarray, onset: int, direction: float, floor: float, centre=np.mean
+    ):
+        """The shift of ``series`` from ``onset`` on against the ``PRE`` buckets before, in
+        the cause's direction; ``centre`` np.median ignores a pause shorter than half the
+        buckets after the onset (a rebalance, not a stall)."""
         if onset < PRE or onset >= self.n:
             return None
         pre, post = series[onset - PRE : onset], series[onset:]
         if not (np.all(np.isfinite(pre)) and np.all(np.isfinite(post))):
             return None
-        effect = float(direction * (post.mean() - pre.mean()))
+        effect = float(direction * (centre(post) - centre(pre)))
         noise = max(float(np.std(pre, ddof=1)), floor)
         return Statistic.from_daily(effect, noise, len(post), len(pre))
 
@@ -140,9 +158,16 @@ class ServicesEvidence:
             service_time = (req * time).sum(axis=0) / np.maximum(req.sum(axis=0), 1.0)
             work = np.exp(np.log(cpu / np.maximum(req, 1.0)).mean(axis=0))
             return self._shift(np.log(service_time / work), onset, +1, floor)
-        if cause in ("DB_REPLICA_SATURATION", "NOISY_NEIGHBOUR"):
-            per = a["cpu_pct"][mask] / np.maximum(a["requests"][mask], 1.0)
+        if cause == "DB_REPLICA_SATURATION":
+            host = a["cpu_pct"][mask] * np.maximum(1.0 - a["cpu_steal_pct"][mask] / 100.0, 0.01)
+            per = host / np.maximum(a["requests"][mask], 1.0)
             return self._shift(np.log(per).mean(axis=0), onset, +1, floor)
+        if cause == "NOISY_NEIGHBOUR":
+            per = a["cpu_pct"][mask] / np.maximum(a["requests"][mask], 1.0)
+            return Statistic.weakest(
+                self._shift(a["cpu_steal_pct"][mask].mean(axis=0), onset, +1, FLOORS["steal"]),
+                self._shift(np.log(per).mean(axis=0), onset, +1, floor),
+            )
         if cause == "CACHE_NODE_LOSS":
             rate = a["hits"][mask].sum(axis=0) / np.maximum(a["lookups"][mask].sum(axis=0), 1.0)
             return self._shift(rate, onset, -1, floor)
@@ -169,7 +194,11 @@ class ServicesEvidence:
                     FLOORS["held"],
                 ),
             )
-        # QUEUE_CONSUMER_STALL: seconds of backlog
+        # QUEUE_CONSUMER_STALL: seconds of backlog, and fewer live consumers
         rate = a["published"][mask].sum(axis=0) / BUCKET_SECONDS
         lag = a["depth"][mask].sum(axis=0) / np.maximum(rate, 1e-3)
-        return self._shift(np.log(lag + 1.0), onset, +1, floor)
+        live = np.log(np.maximum(a["consumers"][mask].sum(axis=0), 1e-2))
+        return Statistic.weakest(
+            self._shift(np.log(lag + 1.0), onset, +1, floor),
+            self._shift(live, onset, -1, FLOORS["consumers"], centre=np.median),
+        )

@@ -89,15 +89,20 @@ class CacheHitRate:
         return np.where(self.base > 0, np.clip(hit, 0.0, 0.995), 0.0)
 
 
+def calls(parents) -> np.ndarray:
+    """The call matrix (S, S, R, T) for the caches' hit rates and the traffic mix (the
+    frontend's ``buy_share``)."""
+    return call_matrix(cube(parents["hit_rate"]), cube(parents["buy_share"])[IDX["frontend"]])
+
+
 @dataclass(frozen=True, eq=False)
 class RequestRate:
     """Expected requests per second of every service: the frontend's demand, fanned out along
     the call graph (read-through edges carry only the caches' misses)."""
 
     def __call__(self, parents, noise, panel: Panel) -> np.ndarray:
-        hit = cube(parents["hit_rate"])
         entry = cube(parents["demand"])[IDX["frontend"]]
-        return flat(rates_from(entry, call_matrix(hit)))
+        return flat(rates_from(entry, calls(parents)))
 
 
 @dataclass(frozen=True, eq=False)
@@ -110,17 +115,25 @@ class BucketCount:
         return poisson_icdf(parents[self.rate] * BUCKET_SECONDS, noise)
 
 
+def effective_capacity(parents) -> np.ndarray:
+    """Share of its nominal CPU speed a service gets: its own capacity (a replica busy with
+    other work has less for queries) times what co-tenants on its hosts leave it (1 - steal)."""
+    return np.maximum(parents["cpu_capacity"] * (1.0 - parents["cpu_stolen"]), 0.05)
+
+
 @dataclass(frozen=True, eq=False)
 class Utilisation:
     """CPU utilisation (unbounded: above 1 the service is overloaded): rate x CPU ms per
-    request at full speed / (capacity x cores). ``cpu_capacity`` below 1 is CPU the service does
-    not get (a noisy neighbour, a replica doing other work)."""
+    request at full speed / (capacity x cores x instances). ``cpu_capacity`` below 1 is CPU the
+    service spends on other work (a replica running a vacuum), ``cpu_stolen`` CPU another
+    tenant takes from its hosts; ``instances`` is the capacity provisioned for this week's
+    traffic level (autoscaled), relative to nominal."""
 
     cpu_ms: np.ndarray  # (n_cells, 1)
     cores: np.ndarray  # (n_cells, 1)
 
     def __call__(self, parents, noise, panel: Panel) -> np.ndarray:
-        capacity = np.maximum(parents["cpu_capacity"], 0.05)
+        capacity = effective_capacity(parents) * parents["instances"]
         return parents["request_rate"] * self.cpu_ms / (capacity * 1000.0 * self.cores)
 
 
@@ -133,6 +146,19 @@ class CpuPercent:
     def __call__(self, parents, noise, panel: Panel) -> np.ndarray:
         pct = 100.0 * np.minimum(parents["utilisation"], 0.99) + self.sd * normal_icdf(noise)
         return np.clip(pct, 0.5, 100.0)
+
+
+@dataclass(frozen=True, eq=False)
+class CpuSteal:
+    """What the hypervisor reports as steal: the share of the hosts' CPU time other tenants
+    took, in percent (a little at all times, jittering, plus whatever a noisy neighbour takes)."""
+
+    base: float = 0.8
+    sd: float = 0.5
+
+    def __call__(self, parents, noise, panel: Panel) -> np.ndarray:
+        idle = self.base * np.exp(self.sd * normal_icdf(noise))
+        return np.clip(100.0 * parents["cpu_stolen"] + idle, 0.0, 100.0)
 
 
 @dataclass(frozen=True, eq=False)
@@ -168,9 +194,8 @@ class ServiceLatency:
 
     def __call__(self, parents, noise, panel: Panel) -> np.ndarray:
         rho = np.minimum(parents["utilisation"], RHO_CAP)
-        capacity = np.maximum(parents["cpu_capacity"], 0.05)
-        own = (self.cpu_ms / capacity + parents["io_ms"]) / (1.0 - rho)
-        k = call_matrix(cube(parents["hit_rate"]))
+        own = (self.cpu_ms / effective_capacity(parents) + parents["io_ms"]) / (1.0 - rho)
+        k = calls(parents)
         return flat(
             inclusive_latency(
                 cube(own), k, cube(parents["request_rate"]), cube(parents["pool_limit"])
@@ -207,9 +232,9 @@ class ErrorRate:
         pressure = pool_pressure(
             parents["request_rate"], parents["latency_mean"], parents["pool_limit"]
         )
-        timeouts = np.minimum(0.03 * pressure, 0.3)
+        timeouts = np.minimum(0.03 * pressure, 0.15)
         own = cube(1.0 - (1.0 - parents["error_prob"]) * (1.0 - shed) * (1.0 - timeouts))
-        k = call_matrix(cube(parents["hit_rate"]))
+        k = calls(parents)
         rate = np.zeros_like(own)
         for s in reversed(TOPOLOGICAL):
             i = IDX[s]
@@ -232,8 +257,9 @@ class BinomialCount:
 
 @dataclass(frozen=True, eq=False)
 class LatencyQuantile:
-    """A latency percentile in ms: the mean x the quantile's ratio to it (for p99, the
-    service's tail ratio, widened by a tail factor and by CPU contention) x jitter."""
+    """A latency percentile in ms: the mean plus any wait to publish to the order queue, x the
+    quantile's ratio to it (for p99, the service's tail ratio, widened by a tail factor and by
+    CPU contention) x jitter."""
 
     ratio: np.ndarray  # (n_cells, 1)
     contention: float = 0.0  # extra tail per unit of utilisation above 0.7
@@ -241,7 +267,8 @@ class LatencyQuantile:
     tail: bool = False
 
     def __call__(self, parents, noise, panel: Panel) -> np.ndarray:
-        value = parents["latency_mean"] * self.ratio * np.exp(self.sd * normal_icdf(noise))
+        mean = parents["latency_mean"] + parents["publish_wait_ms"]
+        value = mean * self.ratio * np.exp(self.sd * normal_icdf(noise))
         if self.tail:
             rho = np.minimum(parents["utilisation"], 1.2)
             value = (
@@ -283,9 +310,52 @@ class PendingConnections:
 
 
 @dataclass(frozen=True, eq=False)
+class PublishWait:
+    """Milliseconds a publisher waits on the order queue per request: the broker's flow
+    control throttles publishers once the backlog passes a memory watermark (``watermark``
+    seconds of the region's peak publishes, scaled with its provisioned capacity), by
+    ``ms_per_excess`` per watermark beyond it, at most ``cap``. Only checkout publishes, so
+    only its cells carry the wait (which its latency quantiles show: the monitor's view); 0
+    elsewhere. A backlog of any cause slows checkout once it is large enough."""
+
+    peak_rate: np.ndarray  # (R,) nominal peak publishes per second
+    watermark: float = 600.0
+    ms_per_excess: float = 120.0
+    cap: float = 1500.0
+
+    def __call__(self, parents, noise, panel: Panel) -> np.ndarray:
+        depth = cube(parents["queue_depth"])[IDX[QUEUE]]  # (R, T)
+        scale = cube(parents["instances"])[IDX[QUEUE]]
+        limit = self.watermark * self.peak_rate[:, None] * scale
+        wait = np.minimum(self.ms_per_excess * np.maximum(depth / limit - 1.0, 0.0), self.cap)
+        out = np.zeros((S, R, panel.n_time))
+        out[IDX["checkout"]] = wait  # one publish per checkout request
+        return flat(out)
+
+
+@dataclass(frozen=True, eq=False)
+class LiveConsumers:
+    """Consumer workers of order_queue that processed messages in the bucket, on average, per
+    region: the autoscaled workers less the stuck ones (``consumer_capacity``), with a little
+    jitter (workers restarting). 0 elsewhere. A slow orders_db slows every worker but stops
+    none, so this gauge tells stuck consumers from a slow database behind them."""
+
+    workers: np.ndarray  # (R,)
+    sd: float = 0.03
+
+    def __call__(self, parents, noise, panel: Panel) -> np.ndarray:
+        live = cube(parents["consumer_capacity"] * parents["instances"])[IDX[QUEUE]]
+        z = normal_icdf(cube(noise)[IDX[QUEUE]])
+        out = np.zeros((S, R, panel.n_time))
+        out[IDX[QUEUE]] = self.workers[:, None] * live * np.exp(self.sd * z)
+        return flat(out)
+
+
+@dataclass(frozen=True, eq=False)
 class QueueDepth:
     """Messages waiting in order_queue per region: the fulfilment consumer drains it at a rate
-    set by its workers, its own health and orders_db's latency (it writes every order there);
+    set by its workers (scaled with the traffic level), their health and orders_db's latency
+    (it writes every order there);
     the backlog follows the Lindley recursion, plus the messages in flight. 0 elsewhere."""
 
     workers: np.ndarray  # (R,) consumer workers per region
@@ -294,7 +364,8 @@ class QueueDepth:
     def __call__(self, parents, noise, panel: Panel) -> np.ndarray:
         rate = cube(parents["request_rate"])[IDX[QUEUE]]  # publishes per second (R, T)
         db_ms = cube(parents["latency_mean"])[IDX["orders_db"]]
-        health = cube(parents["consumer_capacity"])[IDX[QUEUE]]
+        # Consumer workers scale with the week's traffic level (``instances``), as instances do.
+        health = cube(parents["consumer_capacity"] * parents["instances"])[IDX[QUEUE]]
         per_message = CONSUMER_MS + CONSUMER_WRITES * db_ms
         capacity = self.workers[:, None] * health * 1000.0 / per_message  # messages per second
         inflow = (rate - capacity) * BUCKET_SECONDS

@@ -16,7 +16,7 @@ APP = ["frontend", "catalog", "cart", "checkout"]
 KINDS = {
     "SLOW_DEPENDENCY": ["payments_api", "search_index", "catalog_db", "orders_db"],
     "DB_REPLICA_SATURATION": ["catalog_db", "orders_db"],
-    "NOISY_NEIGHBOUR": APP,
+    "NOISY_NEIGHBOUR": [*APP, "catalog_db", "orders_db", "search_index"],
     "CACHE_NODE_LOSS": ["product_cache", "session_cache"],
     "BAD_DEPLOY": APP,
     "CONFIG_CHANGE": APP,
@@ -27,12 +27,14 @@ FLOORS = {
     "SLOW_DEPENDENCY": 0.1,
     "DB_REPLICA_SATURATION": 0.08,
     "NOISY_NEIGHBOUR": 0.08,
+    "steal": 2.0,
     "CACHE_NODE_LOSS": 0.01,
     "error": 0.3,
     "memory": 3.0,
     "CONFIG_CHANGE": 0.05,
     "held": 0.05,
     "QUEUE_CONSUMER_STALL": 0.3,
+    "consumers": 0.1,
 }
 PRE = 32
 
@@ -52,10 +54,10 @@ SM = _wide(
 SAT = _wide(
     saturation,
     ["service", "region"],
-    ["cpu_pct", "memory_pct", "connections_active", "connections_pending"],
+    ["cpu_pct", "cpu_steal_pct", "memory_pct", "connections_active", "connections_pending"],
 )
 CACHE = _wide(cache_metrics, ["cache", "region"], ["lookups", "hits"])
-QUEUE = _wide(queue_metrics, ["queue", "region"], ["published", "depth"])
+QUEUE = _wide(queue_metrics, ["queue", "region"], ["published", "consumers", "depth"])
 N = SM["requests"].shape[1]
 REGIONS = sorted(service_metrics["region"].astype(str).unique())
 
@@ -69,9 +71,9 @@ def _rows(table, service, region=None):
     return table[mask].to_numpy(float)
 
 
-def _shift(series, t0, direction, floor):
+def _shift(series, t0, direction, floor, centre=np.mean):
     pre, post = series[t0 - PRE : t0], series[t0:]
-    effect = float(direction * (post.mean() - pre.mean()))
+    effect = float(direction * (centre(post) - centre(pre)))
     noise = max(float(np.std(pre, ddof=1)), floor)
     z = effect / (noise * np.sqrt(1 / len(post) + 1 / len(pre)))
     return {"effect": effect, "snr": effect / noise, "z": float(z)}
@@ -93,11 +95,19 @@ def footprint(cause, service=None, region=None, t0=None):
         service_time = (req * time).sum(axis=0) / np.maximum(req.sum(axis=0), 1)
         work = np.exp(np.log(cpu / np.maximum(req, 1)).mean(axis=0))
         return _shift(np.log(service_time / work), t0, +1, FLOORS[cause])
-    if cause in ("DB_REPLICA_SATURATION", "NOISY_NEIGHBOUR"):
-        per = _rows(SAT["cpu_pct"], service, region) / np.maximum(
-            _rows(SM["requests"], service, region), 1
-        )
-        return _shift(np.log(per).mean(axis=0), t0, +1, FLOORS[cause])
+    req = np.maximum(_rows(SM["requests"], service, region), 1)
+    if cause == "DB_REPLICA_SATURATION":
+        # CPU the replica burns per query (steal is CPU a co-tenant took, not work)
+        steal = _rows(SAT["cpu_steal_pct"], service, region)
+        host = _rows(SAT["cpu_pct"], service, region) * np.maximum(1 - steal / 100, 0.01)
+        return _shift(np.log(host / req).mean(axis=0), t0, +1, FLOORS[cause])
+    if cause == "NOISY_NEIGHBOUR":
+        # a co-tenant's steal, and the service slowed by it
+        steal = _rows(SAT["cpu_steal_pct"], service, region).mean(axis=0)
+        a = _shift(steal, t0, +1, FLOORS["steal"])
+        per = _rows(SAT["cpu_pct"], service, region) / req
+        b = _shift(np.log(per).mean(axis=0), t0, +1, FLOORS[cause])
+        return min(a, b, key=lambda s: s["snr"])
     if cause == "CACHE_NODE_LOSS":
         hits = _rows(CACHE["hits"], service, region).sum(axis=0)
         rate = hits / np.maximum(_rows(CACHE["lookups"], service, region).sum(axis=0), 1)
@@ -117,9 +127,13 @@ def footprint(cause, service=None, region=None, t0=None):
         held = np.log(np.maximum(active, 1e-3) / np.maximum(rate, 1e-3))
         b = _shift(held, t0, -1, FLOORS["held"])
         return min(a, b, key=lambda s: s["snr"])
+    # backlog in seconds rising, and fewer live consumers (a slow orders_db stops none)
     rate = _rows(QUEUE["published"], service, region).sum(axis=0) / 900
     lag = _rows(QUEUE["depth"], service, region).sum(axis=0) / np.maximum(rate, 1e-3)
-    return _shift(np.log(lag + 1), t0, +1, FLOORS[cause])
+    a = _shift(np.log(lag + 1), t0, +1, FLOORS[cause])
+    live = np.log(np.maximum(_rows(QUEUE["consumers"], service, region).sum(axis=0), 1e-2))
+    b = _shift(live, t0, -1, FLOORS["consumers"], np.median)  # a rebalance is brief
+    return min(a, b, key=lambda s: s["snr"])
 
 
 def scan(onsets):

@@ -20,6 +20,9 @@ SERVICES = (*APP, *CACHES, *DATABASES, "search_index", "payments_api", "order_qu
 QUEUE = "order_queue"
 # Dependencies whose slowness an SLO sees upstream (leaves of the call graph, no CPU of ours).
 DEPENDENCIES = ("payments_api", "search_index", "catalog_db", "orders_db")
+# Services on shared (multi-tenant) hosts, where another tenant can take CPU: ours and the
+# managed databases and search cluster (not the caches' dedicated nodes, not the external API).
+SHARED_HOSTS = (*APP, *DATABASES, "search_index")
 REGIONS = ("us_east", "us_west", "eu_west")
 UTC_OFFSET = {"us_east": -5, "us_west": -8, "eu_west": 0}
 KIND = {
@@ -58,7 +61,7 @@ EDGES = (
     Edge("catalog", "catalog_db", 0.5, "sql (inventory)"),
     Edge("catalog", "catalog_db", 2.0, "sql on cache miss", "product_cache"),
     Edge("cart", "product_cache", 1.0, "cache lookup"),
-    Edge("cart", "orders_db", 0.5, "sql"),
+    Edge("cart", "orders_db", 0.1, "sql (writes; reads come with the session)"),
     Edge("checkout", "payments_api", 1.0, "https (external)"),
     Edge("checkout", "orders_db", 2.0, "sql"),
     Edge("checkout", "order_queue", 1.0, "publish"),
@@ -87,7 +90,7 @@ CPU_MS = {
     "frontend": 15.0,
     "catalog": 6.0,
     "cart": 5.0,
-    "checkout": 10.0,
+    "checkout": 30.0,  # pricing, fraud checks and the order's assembly: CPU-heavy
     "product_cache": 0.3,
     "session_cache": 0.2,
     "catalog_db": 2.0,
@@ -106,7 +109,7 @@ IO_MS = {
     "catalog_db": 3.0,
     "orders_db": 4.0,
     "search_index": 18.0,
-    "payments_api": 180.0,
+    "payments_api": 120.0,
     "order_queue": 1.5,
 }
 TAIL = {
@@ -148,7 +151,7 @@ OWN_ERROR = {
     "payments_api": 0.0030,
     "order_queue": 0.0001,
 }
-HIT_RATE = {"product_cache": 0.93, "session_cache": 0.97}
+HIT_RATE = {"product_cache": 0.93, "session_cache": 0.92}
 PEAK_UTIL = {
     "frontend": 0.55,
     "catalog": 0.45,
@@ -172,14 +175,18 @@ def per_service(values: dict[str, float]) -> np.ndarray:
     return np.array([values.get(s, 0.0) for s in SERVICES], dtype=np.float64)
 
 
-def call_matrix(hit: np.ndarray) -> np.ndarray:
+def call_matrix(hit: np.ndarray, buy: np.ndarray | None = None) -> np.ndarray:
     """Calls per request from caller to callee, shape (S, S, R, T): ``[caller, callee]``,
-    given each cache's hit rate ``hit`` (S, R, T) (read-through edges scale with misses)."""
+    given each cache's hit rate ``hit`` (S, R, T) (read-through edges scale with misses) and
+    the traffic mix ``buy`` (R, T): the frontend's checkout calls relative to nominal (a
+    surge of buyers raises it, one of browsers lowers it; default 1)."""
     n = len(SERVICES)
     k = np.zeros((n, n, *hit.shape[1:]))
     idx = {s: i for i, s in enumerate(SERVICES)}
     for e in EDGES:
         factor = 1.0 if e.on_miss_of is None else 1.0 - hit[idx[e.on_miss_of]]
+        if buy is not None and (e.caller, e.callee) == ("frontend", "checkout"):
+            factor = factor * buy
         k[idx[e.caller], idx[e.callee]] += e.calls * factor
     return k
 
