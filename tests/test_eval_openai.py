@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pandas as pd
 import pytest
 
 pytest.importorskip("openai", reason="the openai agent's tests need the openai client")
@@ -29,6 +30,7 @@ from _eval_support import (
 
 from causaltrace.agents import make_agent
 from causaltrace.agents.openai_agent import ServerError, parse_reply
+from causaltrace.datasets.generation import open_episode
 from causaltrace.env import DatasetSource
 from causaltrace.errors import CausalTraceError
 from causaltrace.eval import episode_rng, read_results
@@ -78,7 +80,8 @@ def test_multi_turn_sql_python_submit_scores_one(source, ids, tmp_path):
     sql_out = tool_messages(first[1])[0]
     assert sql_out["content"].split()[-3] == "4"  # "n\n-\n4\n(1 row)": four campaigns
     assert sql_out["tool_call_id"] == first[1]["messages"][1]["tool_calls"][0]["id"]
-    assert tool_messages(first[2])[-1]["content"].strip() == "60"  # 6 creatives
+    creatives = pd.read_parquet(open_episode(source.root, ids[0]) / "creatives.parquet")
+    assert tool_messages(first[2])[-1]["content"].strip() == str(len(creatives) * 10)
     assert summary.metrics.overall["full_attr_at_1"].value == 1.0
     out = tmp_path / "run"
     for name in (
