@@ -576,8 +576,18 @@ def test_budget_raise_decoy_changes_the_budget_not_the_delivery(preset):
                 assert headroom[decoy.details["campaign"]] >= 1.35
 
 
-def test_bid_adjustment_decoy_moves_its_slice_only(preset):
-    seed, decoy = find(preset, "bid_adjustment")
+@pytest.mark.parametrize("applied", [True, False], ids=["manual_cpc", "smart_bidding"])
+def test_bid_adjustment_decoy_moves_its_slice_only(preset, applied):
+    """A bid adjustment moves the auctions won on its slice where the campaign bids manually,
+    and nothing where smart bidding ignores it (the platform applies only -100% there)."""
+    specs = {c.name: c for c in domain_of(preset).settings.campaigns}
+    seed, decoy = next(
+        (seed, item)
+        for seed in range(2000)
+        for item in items(background_of(preset, seed))
+        if item.kind == "bid_adjustment"
+        and specs[item.details["campaign"]].applies_bid_adjustments == applied
+    )
     panel = domain_of(preset).scm.panel
     (iv,) = decoy.interventions
     fact, cf = compare(preset, iv, seed)
@@ -585,7 +595,10 @@ def test_bid_adjustment_decoy_moves_its_slice_only(preset):
     inside, _ = acts(iv, panel)
     sign = 1 if iv.factor > 1 else -1
     win_f, win_c = fact["rank_win_rate"], cf["rank_win_rate"]
-    assert (sign * (win_f[inside] - win_c[inside]) > 0).all()
+    if applied:
+        assert (sign * (win_f[inside] - win_c[inside]) > 0).all()
+    else:
+        assert np.array_equal(win_f[inside], win_c[inside])
     assert np.array_equal(win_f[~inside], win_c[~inside])
 
 
