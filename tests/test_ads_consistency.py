@@ -20,6 +20,19 @@ from causaltrace_domains.ads.consistency import reconcile
 
 ROOT = Path(__file__).resolve().parents[1]
 SPLITS = sorted(p for p in (ROOT / "data").glob("ads_*") if (p / "manifest.json").exists())
+# Known defect (open): the expert tier's `profile: ramp` also ramps BUDGET_CAP's budget cut and
+# the budget twins' cuts over 3 days, while the change history logs one edit, so the campaigns
+# table's budget is not the last logged one (expert-000095: 17,960 logged, 10,420 shown). An
+# edit is a step whatever the tier; the fix (the tier's profile only for causes whose prior
+# allows a ramp) needs ads_expert regenerated. Strict: this fails once the split reconciles.
+KNOWN_INCONSISTENT = {"ads_expert"}
+
+
+def split_param(path: Path):
+    if path.name in KNOWN_INCONSISTENT:
+        reason = "expert ramps budget edits that the change history logs as one step"
+        return pytest.param(path, marks=pytest.mark.xfail(strict=True, reason=reason))
+    return path
 
 
 @functools.cache
@@ -72,7 +85,7 @@ def test_reconcile_names_what_disagrees():
         assert any("campaigns table shows" in p or "starts at" in p for p in reconcile(tables))
 
 
-@pytest.mark.parametrize("split", SPLITS, ids=lambda p: p.name)
+@pytest.mark.parametrize("split", [split_param(p) for p in SPLITS], ids=lambda p: p.name)
 def test_committed_splits_reconcile(split, tmp_path):
     """A sample of every committed split (its first, middle and last episodes, rebuilt from
     their specs where the tables are not stored)."""

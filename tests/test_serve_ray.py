@@ -10,9 +10,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from _training_support import small_dataset
 
+from causaltrace.datasets.generation import open_episode
 from causaltrace.env import DatasetSource
 from causaltrace.serve.host import HostFull, UnknownSession
 
@@ -123,7 +125,10 @@ def test_a_full_episode_through_the_pool(run, host, dataset):
         assert sql["reward"] == 0.0 and not sql["terminated"] and "n" in sql["observation"]
         await host.step(sid, python("n = len(creatives)"))
         out = await host.turn(sid, [python("print(n * 10)")], content="checking")
-        assert out[0]["observation"].strip() == "60" and out[0]["info"]["tool_calls"] == 3
+        # the python worker keeps its variables between calls: n ads, read again from the file
+        creatives = pd.read_parquet(open_episode(dataset, episode) / "creatives.parquet")
+        assert out[0]["observation"].strip() == str(len(creatives) * 10)
+        assert out[0]["info"]["tool_calls"] == 3
         done = await host.step(sid, {"name": "submit", "arguments": answer(dataset, episode)})
         assert done["terminated"] and done["reward"] == pytest.approx(1.0)
         assert done["info"]["reason"] == "submitted" and done["info"]["parse_error"] is None
