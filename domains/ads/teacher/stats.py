@@ -62,6 +62,15 @@ def _log_ratio(a: float, b: float) -> float:
     return math.log((a + 0.5) / (b + 0.5))
 
 
+def _count_stat(effect: float, counts: tuple[float, ...], weekly: float) -> Stat:
+    """A log-ratio ``effect`` of overdispersed counts: its z over the counts' Poisson variance
+    (never below ``MIN_SE``), and its size against one week's day-level noise of ``weekly``."""
+    var = PHI * sum(1 / (c + 0.5) for c in counts)
+    day = PHI * NOW_DAYS / (weekly + 0.5)
+    se = max(math.sqrt(var), MIN_SE)
+    return Stat(effect, effect / se, effect / max(math.sqrt(day), PRACTICAL_LOG))
+
+
 def oe_stat(
     obs_in: float, exp_in: float, obs_out: float, exp_out: float, direction: int
 ) -> Stat | None:
@@ -69,10 +78,7 @@ def oe_stat(
     if exp_in < 5 or exp_out < 5:
         return None
     effect = direction * (_log_ratio(obs_in, exp_in) - _log_ratio(obs_out, exp_out))
-    var = PHI * (1 / (obs_in + 0.5) + 1 / (exp_in + 0.5) + 1 / (obs_out + 0.5))
-    day = PHI * NOW_DAYS / (exp_in + 0.5)
-    se = max(math.sqrt(var), MIN_SE)
-    return Stat(effect, effect / se, effect / max(math.sqrt(day), PRACTICAL_LOG))
+    return _count_stat(effect, (obs_in, exp_in, obs_out), exp_in)
 
 
 def share_stat(
@@ -88,10 +94,7 @@ def share_stat(
     if min(in_before, out_before) < 5 or out_now < 5:
         return None
     effect = direction * (_log_ratio(in_now, in_before) - _log_ratio(out_now, out_before))
-    var = PHI * (1 / (in_now + 0.5) + 1 / (in_before + 0.5) + 1 / (out_now + 0.5))
-    day = PHI * NOW_DAYS / (min(in_now, in_before / weeks_before) + 0.5)
-    se = max(math.sqrt(var), MIN_SE)
-    return Stat(effect, effect / se, effect / max(math.sqrt(day), PRACTICAL_LOG))
+    return _count_stat(effect, (in_now, in_before, out_now), min(in_now, in_before / weeks_before))
 
 
 def daily_stat(
