@@ -73,8 +73,10 @@ def test_twin_edits_take_the_causes_form_size_and_timing(preset):
                 assert first <= edit.day <= last  # the cause's own onset window
                 assert 7 <= edit.hour < 20
             if kind == "BUDGET_CAP":
+                # As deep as the accepted causes' cuts: the upper part of the cause's prior.
                 factor = twin.details["factor"]
-                assert 1 - hi <= factor <= 1 - lo
+                q0 = TwinPrior().budget_cut_quantiles[0]
+                assert 1 - hi <= factor <= 1 - (lo + q0 * (hi - lo))
                 assert all(e.field == "daily_budget" and e.factor == factor for e in twin.edits)
             elif kind == "BID_MODIFIER_CHANGE":
                 pct = {int(e.new_value[1:-1]) for e in twin.edits}
@@ -91,20 +93,31 @@ def test_twin_edits_take_the_causes_form_size_and_timing(preset):
                         assert edit.field == LOCATION_WIDENING[0]
 
 
+def test_budget_twins_reach_several_campaigns_as_causes_do(preset):
+    """A cause's cut reaches one to all campaigns; a twin takes the same breadth where enough
+    campaigns have the room, so a cut on several campaigns at once is no mark of the cause.
+    Over 150 episodes about 50 budget twins are drawn; a third or more reach >= 2 campaigns in
+    the default account (measured 0.35 over 400), so none doing so would be a 1e-8 event."""
+    found = twins(preset, "BUDGET_CAP")
+    assert any(len(twin.details["campaigns"]) >= 2 for _, twin in found)
+
+
 def test_budget_twin_leaves_delivery_unchanged_where_it_does_not_bind(preset):
-    """A twin cut leaves every campaign it reaches at least 1.6x its typical spend (allowed
-    spend = budget x overdelivery), above the peaks of weekday and holiday demand (up to about
-    1.24 x 1.3): delivery is the same as without the cut wherever pacing stayed 1, and it binds
-    on under 5% of the campaigns' days after the cut. On a smart-bidding campaign a cut of 30%
+    """A twin cut leaves every campaign it reaches at least ``unbinding_margin`` (1.35) x its
+    typical spend (allowed spend = budget x overdelivery), above a holiday week's demand (x1.3)
+    and most days' noise; only the peak weekdays of a holiday ramp (up to about 1.24 x 1.3) can
+    reach it: delivery is the same as without the cut wherever pacing stayed 1, and it binds on
+    under 5% of the campaigns' days after the cut. On a smart-bidding campaign a cut of 30%
     or more also starts a learning period (CPC up, CVR down for days), as a cause's cut does:
     there cost and conversions move, impressions and clicks do not."""
     panel = domain_of(preset).scm.panel
     limited = []
-    for seed, twin in twins(preset, "BUDGET_CAP")[:4]:
+    for seed, twin in twins(preset, "BUDGET_CAP")[:8]:
         state = background_of(preset, seed).notes["state"]
         overdelivery = domain_of(preset).settings.overdelivery
         for campaign in twin.details["campaigns"]:
-            assert state.headroom[campaign] * twin.details["factor"] * overdelivery >= 1.6
+            margin = TwinPrior().unbinding_margin
+            assert state.headroom[campaign] * twin.details["factor"] * overdelivery >= margin
         fact, cf = without_and_with(preset, seed, twin)
         cells = np.isin(panel.labels("campaign"), twin.details["campaigns"])
         onset = twin.details["onset"]

@@ -75,6 +75,25 @@ def test_draws_follow_the_narrowed_prior(seed):
         assert abs(two_d - share * n) <= 4 * math.sqrt(n * share * (1 - share))
 
 
+@pytest.mark.parametrize("tier_profile", ["step", "ramp"])
+def test_the_profile_knob_only_picks_shapes_the_prior_allows(tier_profile):
+    """An edit is a step: a tier asking for ramps leaves step-only causes (budget, bid,
+    approval edits) as steps, so the change history's one logged edit stays the whole change;
+    causes whose prior allows ramps get the tier's ramp."""
+    plain = load_domain("ads", {"preset": "small"})
+    tier = load_domain("ads", {"preset": "small", "difficulty": {"profile": tier_profile}})
+    asked = {"step": Step(), "ramp": Ramp(3)}[tier_profile]
+    for name, point in plain.scm.intervention_points.items():
+        allowed = {type(p) for p in point.prior.profiles}
+        dialled = tier.scm.point(name).prior.profiles
+        if name == "NO_ANOMALY" or type(asked) not in allowed:
+            assert dialled == point.prior.profiles, name
+        else:
+            assert dialled == (asked,), name
+    for edit in ("BUDGET_CAP", "BID_MODIFIER_CHANGE", "AD_DISAPPROVAL"):
+        assert tier.scm.point(edit).prior.profiles == (Step(),)
+
+
 def test_step_profile_and_no_signal_causes_keep_their_prior():
     ads = load_domain("ads", {"preset": "small", "difficulty": {"profile": "step"}})
     plain = load_domain("ads", {"preset": "small"})

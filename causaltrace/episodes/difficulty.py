@@ -16,7 +16,11 @@ An episode's difficulty is what its prior draws and what the verifier lets throu
   cause that has both 1D and 2D slices (a split's quota composition still wins where it fixes
   the order);
 * **onset profile**: ``profile`` = ``prior`` (each cause's own), ``step``, or ``ramp`` (a linear
-  ramp over ``ramp_steps`` steps: the change creeps in, with no day on which it jumps);
+  ramp over ``ramp_steps`` steps: the change creeps in, with no day on which it jumps). The knob
+  picks among the shapes a cause's prior allows and never invents one: a cause whose prior is
+  step-only (an edit: a budget, a bid, an approval status is changed at one instant, and the
+  change history logs one step) stays a step under ``ramp``, and a ramp-only cause stays a ramp
+  under ``step``;
 * **alert window position**: ``onset = [q0, q1]`` narrows each cause's onset range to those
   quantiles (0: the earliest onset the prior allows, the effect long established when the alert
   looks; 1: the latest, only the last days of the alert window show it);
@@ -178,9 +182,10 @@ def transform_prior(prior: InterventionPrior, difficulty: Difficulty, n_time: in
         first + round(difficulty.onset[1] * (last - first)),
     )
     profiles, weights = prior.profiles, prior.profile_weights
-    if difficulty.profile == "step":
+    allowed = {type(p) for p in prior.profiles}
+    if difficulty.profile == "step" and Step in allowed:
         profiles, weights = (Step(),), None
-    elif difficulty.profile == "ramp":
+    elif difficulty.profile == "ramp" and Ramp in allowed:
         profiles, weights = (Ramp(difficulty.ramp_steps),), None
     slice_weights = prior.slice_dim_weights
     if difficulty.two_d_share is not None:
