@@ -20,12 +20,9 @@ from causaltrace_domains.ads.consistency import reconcile
 
 ROOT = Path(__file__).resolve().parents[1]
 SPLITS = sorted(p for p in (ROOT / "data").glob("ads_*") if (p / "manifest.json").exists())
-# Known defect (open): the expert tier's `profile: ramp` also ramps BUDGET_CAP's budget cut and
-# the budget twins' cuts over 3 days, while the change history logs one edit, so the campaigns
-# table's budget is not the last logged one (expert-000095: 17,960 logged, 10,420 shown). An
-# edit is a step whatever the tier; the fix (the tier's profile only for causes whose prior
-# allows a ramp) needs ads_expert regenerated. Strict: this fails once the split reconciles.
-KNOWN_INCONSISTENT = {"ads_expert"}
+# Splits known not to reconcile (strict xfail: the mark fails once a split reconciles). Empty
+# since ads_expert was regenerated with edits that stay steps under a ramp tier.
+KNOWN_INCONSISTENT: set[str] = set()
 
 
 def split_param(path: Path):
@@ -51,6 +48,22 @@ def fresh(cause: str, seed: int):
 @pytest.mark.parametrize("cause", sorted(CAUSES))
 def test_fresh_episodes_reconcile(cause, seed):
     assert reconcile(fresh(cause, seed)) == []
+
+
+@functools.cache
+def ramp_tier():
+    return load_domain("ads", {"difficulty": {"profile": "ramp"}})
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("cause", ["BUDGET_CAP", "BID_MODIFIER_CHANGE", "DEMAND_SHIFT"])
+def test_a_ramp_tier_keeps_edits_steps(cause, seed):
+    """A tier that ramps its causes in (ads_expert) still changes a budget or a bid in one
+    step, as the change history logs it: the campaigns table's budget is the last one logged
+    (before the fix, expert-000095 logged 21,730 -> 17,960 and showed 10,420)."""
+    spec = EpisodeSpec(f"r-{seed:06d}", "r", seed, 78, cause, None)
+    tables, _ = build_visible(ramp_tier(), spec)
+    assert reconcile(tables) == []
 
 
 def test_reconcile_names_what_disagrees():

@@ -75,6 +75,10 @@ def test_audit_writes_the_report_and_figures(dataset, tmp_path):
         "## 6. Difficulty curves",
     ):
         assert heading in text, heading
+    # the oracle's ceilings per dataset, the set ceiling on concurrent episodes beside them
+    header = "| dataset | cause accuracy | FullAttr@1 | set ceiling | set ceiling, concurrent |"
+    assert header in text
+    assert "| tiny |" in text.split(header)[1].split("\n\n")[0]
     for figure in ("oracle_confusion.png", "graph_separation.png", "channels.png"):
         data = (out / figure).read_bytes()
         assert data.startswith(b"\x89PNG") and f"]({figure})" in text

@@ -15,7 +15,13 @@ from causaltrace_domains.ads.teacher.page import parse_page
 from causaltrace_domains.ads.teacher.queries import MAX_CHARS, Sql
 from causaltrace_domains.ads.teacher.rows import parse_table
 from causaltrace_domains.ads.teacher.signatures import ALLOWED, SLICE_DIMS, candidate_slices
-from causaltrace_domains.ads.teacher.stats import alert_share, oe_stat, share_stat
+from causaltrace_domains.ads.teacher.stats import (
+    alert_share,
+    oe_stat,
+    onset_scan,
+    scan_threshold,
+    share_stat,
+)
 
 PROMPT = """It just paged (2 alerts, most severe first):
 
@@ -64,6 +70,42 @@ def test_statistics_see_a_move_and_not_noise():
     still = oe_stat(198, 200, 1000, 1000, -1)
     assert abs(still.z) < 1
     assert share_stat(300, 100, 3000, 1000, +1).z == pytest.approx(0, abs=0.1)
+
+
+def _weekday_residuals(rng, shift=0.0, onset=7, sigma=0.1, base_days=42, after_days=14):
+    """A daily log series read as the account probes read it: each day against the mean of
+    its weekday over the baseline, and the baseline's own spread (ddof 1)."""
+    series = rng.normal(0.0, sigma, base_days + after_days)
+    series[base_days + onset :] += shift
+    weekday = np.arange(base_days + after_days) % 7
+    usual = np.array([series[:base_days][weekday[:base_days] == d].mean() for d in range(7)])
+    resid = series - usual[weekday]
+    return list(resid[base_days:]), float(np.std(resid[:base_days], ddof=1)), base_days
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_onset_scan_holds_its_false_alarm_rate_and_finds_a_shift(seed):
+    """Under no shift the largest z over the 13 onsets beats the Bonferroni threshold for 13
+    tests in at most alpha = 5% of series: 1,500 series give a binomial sd of 0.56 points, so
+    6.7% is three sd above the bound (the onsets are positively correlated, so the true rate
+    is below alpha). A drop of 1.5 daily sds over the last week is found (expected z about
+    1.5 * sqrt(7 / 1.17) = 3.7, the threshold is 2.9) in most series, at an onset within two
+    days of the true one."""
+    rng = np.random.default_rng(seed)
+    threshold = scan_threshold(13)
+    alarms = 0
+    for _ in range(1500):
+        resid, sd, n = _weekday_residuals(rng)
+        stat, _ = onset_scan(resid, sd, n, 0.0, -1)
+        alarms += stat.z >= threshold
+    assert alarms / 1500 <= 0.067
+    found, near = 0, 0
+    for _ in range(300):
+        resid, sd, n = _weekday_residuals(rng, shift=-0.15)
+        stat, onset = onset_scan(resid, sd, n, 0.0, -1)
+        found += stat.z >= threshold
+        near += abs(onset - 7) <= 2
+    assert found / 300 >= 0.6 and near / 300 >= 0.6
 
 
 def test_alert_share_of_a_region_that_made_the_move():

@@ -311,7 +311,11 @@ def _ceiling(r: Report, rows: pd.DataFrame, first: pd.DataFrame, main) -> None:
         "cause that takes a slice, exactly the right slice (canonical text)."
     )
     cols = [("oracle_cause", "cause accuracy"), ("oracle", "FullAttr@1")]
-    r.table(rate_table(rows, "dataset", cols), "dataset")
+    # The set ceiling per dataset, and on its concurrent episodes alone (the bar an agent's
+    # two-cause score is read against; NaN on single-cause rows leaves them out of the count).
+    sets = rows.assign(oracle_set_concurrent=rows["oracle_set"].where(rows["concurrent"]))
+    set_cols = [("oracle_set", "set ceiling"), ("oracle_set_concurrent", "set ceiling, concurrent")]
+    r.table(rate_table(sets, "dataset", cols + set_cols), "dataset")
     r.h("Per cause", 3)
     r.table(rate_table(first, "cause", cols), "cause")
     r.h("Per slice order", 3)

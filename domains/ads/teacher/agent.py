@@ -1,9 +1,9 @@
 """The loop: read the page, pick the most informative query, interpret, decide, submit.
 
 Stage one looks for the cause that accounts for the page. It ends when one hypothesis holds
-``DOMINANT`` of the posterior, its share of the alerts has been read (an account-wide cause has
-none to read), and the queries that cover its declared confusers have run. On a page that allows
-several causes, stage two conditions on that cause: the paged moves it leaves unexplained (an
+``DOMINANT`` of the posterior, its share of the alerts has been read (an account-wide cause's
+by the scan of its daily series), and the queries that cover its declared confusers have run.
+On a page that allows several causes, stage two conditions on that cause: the paged moves it leaves unexplained (an
 alert it accounts for under ``1 - RELEVANT`` of) are the residual, and a second cause is named
 only if one dominates the remaining hypotheses and accounts for a quarter of such an alert;
 otherwise "no further cause" wins and one cause is submitted.
@@ -44,7 +44,8 @@ DOMINANT_SECOND = 0.75
 MIN_GAIN = 0.02  # nats: below this a query is not worth its tokens
 MAX_QUERIES = 14
 CHECK_TOP = 3
-SECOND_ACCOUNT_LLR = 8.0  # an account-wide second cause needs z of about 5 (t ~ 3.5)  # hypotheses whose share of the alerts may be read next
+# An account-wide second cause whose share of the alerts was not read needs z of about 5.
+SECOND_ACCOUNT_LLR = 8.0
 
 
 class InvestigatorAgent(Agent):
@@ -187,8 +188,8 @@ class InvestigatorAgent(Agent):
         self, first: Hypothesis, second: Hypothesis, belief: Belief, page: Page
     ) -> bool:
         mine = belief.readings[second].shares
-        if second.cause in ACCOUNT_WIDE:
-            # No share can be read for an account-wide cause: only a strong signature counts.
+        if second.cause in ACCOUNT_WIDE and not belief.readings[second].checked:
+            # No share was read for this account-wide cause: only a strong signature counts.
             return belief.readings[second].llr >= SECOND_ACCOUNT_LLR
         left = belief.readings[first].shares
         return any(

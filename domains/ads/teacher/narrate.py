@@ -27,10 +27,16 @@ PURPOSE = {
         "Which enabled ads are disapproved or limited? Only they can carry an AD_DISAPPROVAL.",
     ),
     "account": (
-        "Account level: impression share lost to budget and to rank, and eligible auctions per "
-        "day, to separate BUDGET_CAP, COMPETITIVE_PRESSURE and DEMAND_SHIFT.",
-        "Do the auctions themselves move? Lost impression share (budget, rank) and eligible "
-        "auctions tell BUDGET_CAP, COMPETITIVE_PRESSURE and DEMAND_SHIFT apart.",
+        "Account level: impression share lost to budget and to rank, and CPC per day, to "
+        "separate BUDGET_CAP from COMPETITIVE_PRESSURE.",
+        "Do we lose auctions we were eligible for? Impression share lost to budget "
+        "(BUDGET_CAP) and to rank with CPC rising (COMPETITIVE_PRESSURE), per day.",
+    ),
+    "demand": (
+        "Are there fewer auctions to enter? Eligible auctions per day against the usual level "
+        "of their weekday (DEMAND_SHIFT), and how much of each paged move such a drop makes.",
+        "Demand: each day's eligible auctions against its weekday's usual level, to see whether "
+        "the market shrank (DEMAND_SHIFT) and by how much of the paged moves.",
     ),
     "site": (
         "Platform conversions against backend orders by device, browser and geo: a "

@@ -78,31 +78,67 @@ class Sql:
         )
 
     def account(self) -> str:
+        """Impression share lost to budget and to rank, and the CPC, per day since the baseline
+        ended, each against its weekday's usual level (points of share; log CPC), with the
+        baseline days' robust spread and levels."""
         eligible = "impressions / search_impression_share"
-        daily = (
-            f"SELECT date, sum({eligible}) AS eligible,\n"
-            f"{self.indent}sum({eligible} * search_lost_is_budget) / sum({eligible}) AS lost_budget,\n"
-            f"{self.indent}sum({eligible} * search_lost_is_rank) / sum({eligible}) AS lost_rank\n"
-            "  FROM impression_share_daily\n  WHERE search_impression_share > 0\n  GROUP BY date"
-        )
-        cpc = "SELECT date, sum(cost) / sum(clicks) AS cpc FROM perf_daily GROUP BY date"
-        period = f"CASE WHEN {self.now()} THEN 'now' ELSE 'before' END"
-        stats = [
-            f"{period} AS period",
+        base = f"date <= DATE '{self.w.before_end}'"
+        lost = [
+            f"sum({eligible} * search_lost_is_{k}) / sum({eligible}) AS lost_{k}"
+            for k in ("budget", "rank")
+        ]
+        cols = [f"CASE WHEN {base} THEN 'baseline' ELSE strftime(date, '%Y-%m-%d') END AS day"]
+        for name, level, usual, scale in (
+            ("budget", "lost_budget", "ub", 100),
+            ("rank", "lost_rank", "ur", 100),
+            ("cpc", "log_cpc", "uc", 1),
+        ):
+            digits, times = (2, "100 * ") if scale == 100 else (4, "")
+            cols += [
+                f"round({times}avg({level} - {usual}), {digits}) AS {name}_vs_weekday",
+                f"round({times}1.4826 * mad({level} - {usual}), {digits}) AS {name}_sd",
+            ]
+        cols[1:1] = [
             "count(*) AS days",
-            "round(avg(eligible)) AS eligible_avg",
-            "round(stddev(eligible)) AS eligible_sd",
             "round(100 * avg(lost_budget), 2) AS lost_budget_pct",
-            "round(100 * stddev(lost_budget), 2) AS lost_budget_sd",
             "round(100 * avg(lost_rank), 2) AS lost_rank_pct",
-            "round(100 * stddev(lost_rank), 2) AS lost_rank_sd",
-            "round(avg(cpc), 3) AS cpc_avg",
-            "round(stddev(cpc), 3) AS cpc_sd",
+            "round(avg(exp(log_cpc)), 3) AS cpc",
         ]
         return (
-            f"WITH shares AS (\n  {daily}\n), cpcs AS (\n  {cpc}\n)\n"
-            f"SELECT {self._lines(stats)}\nFROM shares JOIN cpcs USING (date)\n"
-            f"WHERE {self.periods()}\nGROUP BY 1\nORDER BY 1"
+            "WITH daily AS (\n"
+            f"  SELECT date, dayofweek(date) AS weekday, {', '.join(lost)}\n"
+            "  FROM impression_share_daily WHERE search_impression_share > 0 GROUP BY ALL\n"
+            "), cpcs AS (\n"
+            "  SELECT date, ln(sum(cost) / sum(clicks)) AS log_cpc FROM perf_daily GROUP BY date\n"
+            "), joined AS (SELECT * FROM daily JOIN cpcs USING (date)), usual AS (\n"
+            "  SELECT weekday, avg(lost_budget) AS ub, avg(lost_rank) AS ur, avg(log_cpc) AS uc\n"
+            f"  FROM joined WHERE {base} GROUP BY ALL\n)\n"
+            f"SELECT {self._lines(cols)}\nFROM joined JOIN usual USING (weekday)\n"
+            "GROUP BY 1\nORDER BY 1"
+        )
+
+    def demand(self) -> str:
+        """Eligible auctions per day since the baseline ended, each against its weekday's usual
+        level (log), with the baseline days' own spread (from the median absolute deviation: a
+        campaign paused for a day or two must not pass for everyday noise): a week's rhythm
+        moves a day's auctions by far more than a demand dip does, so the days are read against
+        their weekday."""
+        eligible = "impressions / search_impression_share"
+        base = f"date <= DATE '{self.w.before_end}'"
+        day = f"CASE WHEN {base} THEN 'baseline' ELSE strftime(date, '%Y-%m-%d') END"
+        resid = "ln(eligible) - usual"
+        return (
+            "WITH daily AS (\n"
+            f"  SELECT date, dayofweek(date) AS weekday, sum({eligible}) AS eligible\n"
+            "  FROM impression_share_daily WHERE search_impression_share > 0 GROUP BY ALL\n"
+            "), usual AS (\n"
+            f"  SELECT weekday, avg(ln(eligible)) AS usual FROM daily WHERE {base} GROUP BY ALL\n"
+            ")\n"
+            f"SELECT {day} AS day,\n{self.indent}count(*) AS days,\n"
+            f"{self.indent}round(avg(eligible)) AS eligible,\n"
+            f"{self.indent}round(avg({resid}), 4) AS vs_weekday,\n"
+            f"{self.indent}round(1.4826 * mad({resid}), 4) AS robust_sd\n"
+            "FROM daily JOIN usual USING (weekday)\nGROUP BY 1\nORDER BY 1"
         )
 
     def site(self) -> str:

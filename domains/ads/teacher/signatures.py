@@ -69,7 +69,16 @@ EDIT_KIND = {
 # How each cause moves each KPI the monitor reads (+1 up, -1 down, 0 little or either way),
 # from the causes' declared mechanisms. Alerts only page adverse moves.
 KPI_EFFECT: dict[str, dict[str, int]] = {
-    "BUDGET_CAP": {"clicks": -1, "cost": -1, "conversions": -1, "conversion_value": -1},
+    # A cut of 30% or more on a smart-bidding campaign also starts a learning period (CPC up,
+    # CVR down: docs/domain-ads.md), so a budget cut can page a CPA rise or a ROAS drop.
+    "BUDGET_CAP": {
+        "clicks": -1,
+        "cost": -1,
+        "conversions": -1,
+        "conversion_value": -1,
+        "cost_per_conversion": 1,
+        "roas": -1,
+    },
     "COMPETITIVE_PRESSURE": {
         "clicks": -1,
         "conversions": -1,

@@ -12,7 +12,7 @@ significant but tiny move is not taken for a cause (the verifier's rule).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from scipy import special
@@ -97,20 +97,32 @@ def share_stat(
     return _count_stat(effect, (in_now, in_before, out_now), min(in_now, in_before / weeks_before))
 
 
-def daily_stat(
-    mean_now: float,
-    mean_before: float,
-    sd_before: float,
-    days_now: int,
-    days_before: int,
-    floor: float,
-    direction: int,
-) -> Stat:
-    """A shift of a daily account-level series (means and the before days' spread)."""
-    effect = direction * (mean_now - mean_before)
-    noise = max(sd_before, floor)
-    se = noise * math.sqrt(1 / max(days_now, 1) + 1 / max(days_before, 1))
-    return Stat(effect, effect / se, effect / noise)
+def onset_scan(
+    residuals: Sequence[float], sd: float, baseline_days: int, floor: float, direction: int
+) -> tuple[Stat | None, int]:
+    """A shift of a deseasonalised daily series at an unknown onset.
+
+    ``residuals``: each day's log level against its weekday's usual one (the days after the
+    baseline, in order); ``sd``: the baseline days' spread around their weekdays (ddof 1, seven
+    weekday means estimated from them, hence the ``(n - 1) / (n - 7)`` correction). For each
+    onset with at least two days after it, the mean residual after it; its variance is
+    ``sigma^2 (1 + 7 / baseline_days) / n_after`` (each day's own noise plus its weekday mean's).
+    Returns the onset of the largest z (and that statistic): the caller's threshold counts the
+    onsets scanned."""
+    n = len(residuals)
+    if n < 2 or baseline_days <= 7:
+        return None, 0
+    sigma = max(sd * math.sqrt((baseline_days - 1) / (baseline_days - 7)), floor)
+    best: Stat | None = None
+    where = 0
+    for onset in range(n - 1):
+        after = residuals[onset:]
+        effect = direction * sum(after) / len(after)
+        se = sigma * math.sqrt((1 + 7 / baseline_days) / len(after))
+        stat = Stat(effect, effect / se, effect / sigma)
+        if best is None or stat.z > best.z:
+            best, where = stat, onset
+    return best, where
 
 
 def scan_threshold(tests: int, alpha: float = 0.05) -> float:
