@@ -79,8 +79,10 @@ def test_twin_edits_take_the_causes_form_size_and_timing(preset):
                 assert 1 - hi <= factor <= 1 - (lo + q0 * (hi - lo))
                 assert all(e.field == "daily_budget" and e.factor == factor for e in twin.edits)
             elif kind == "BID_MODIFIER_CHANGE":
+                # As large as the accepted causes' raises: the upper part of the prior.
                 pct = {int(e.new_value[1:-1]) for e in twin.edits}
-                assert len(pct) == 1 and round(100 * lo) <= pct.pop() <= round(100 * hi)
+                floor = lo + TwinPrior().bid_quantiles[0] * (hi - lo)
+                assert len(pct) == 1 and round(100 * floor) <= pct.pop() <= round(100 * hi)
                 assert all(specs[e.campaign].takes_bid_adjustments for e in twin.edits)
             else:
                 (iv,) = twin.interventions

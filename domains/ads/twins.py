@@ -48,9 +48,12 @@ class TwinPrior:
     overdelivery) at least this multiple of its typical spend (1.35: above a holiday week's
     +30% demand and a day's noise). ``budget_cut_quantiles``: the quantiles of the cause's
     strength prior a twin cut is drawn from (the verifier keeps a BUDGET_CAP only where its cut
-    binds, so accepted cuts sit in the prior's upper part: measured on the committed ads splits,
-    cuts to a median 0.49 of the old budget against 0.71 for twins drawn from the whole prior,
-    docs/domain-ads.md). ``budget_tries``: draws before a budget twin is given up when no
+    binds, so accepted cuts sit in the prior's upper part: on ads_test accepted strengths run
+    0.51-0.75 (p10-p90) of the prior's 0.15-0.8, quantiles 0.55-0.92; twins drawn from the whole
+    prior cut to a median 0.71 of the old budget against 0.49 for the causes; campaigns with the
+    room for the deepest cuts are rare, so placed twins still run a little shallower).
+    ``bid_quantiles``: the same for a twin bid raise (accepted raises sit at quantiles
+    0.29-0.83). ``budget_tries``: draws before a budget twin is given up when no
     campaign has the room. ``targeting_gain``: the range of a twin widening's eligibility gain.
     ``stale_disapproval``: the probability that a twin disapproval predates the reports."""
 
@@ -64,7 +67,8 @@ class TwinPrior:
         }
     )
     unbinding_margin: float = 1.35
-    budget_cut_quantiles: tuple[float, float] = (0.4, 1.0)
+    budget_cut_quantiles: tuple[float, float] = (0.55, 1.0)
+    bid_quantiles: tuple[float, float] = (0.3, 1.0)
     budget_tries: int = 8
     targeting_gain: tuple[float, float] = (0.0, 0.08)
     stale_disapproval: float = 0.5
@@ -127,12 +131,18 @@ def _budget_twin(ctx: TwinContext, prior: TwinPrior, rng: np.random.Generator) -
 
 
 def _bid_twin(ctx: TwinContext, prior: TwinPrior, rng: np.random.Generator) -> Process | None:
-    """A plain draw from the cause's prior (no preference for small segments: that would make
-    the edited segment's name tell the twin from the cause). Whether it moves the alert is the
+    """A draw from the cause's prior, its raise from the upper part of the prior's range as the
+    accepted causes' are (the verifier keeps a raise that explains the page: accepted raises
+    on ads_test were +115% to +179% (p10-p90) of the prior's +80% to +200%; a twin drawn from
+    the whole range was smaller, and the raise's size named the cause). No preference for small
+    segments: that would make the edited segment's name tell the twin from the cause. Whether it moves the alert is the
     account's and the episode's: a segment with little volume, a KPI the raise does not hurt;
     an episode where it does account for an alert is rejected by the oracle gate."""
     point = ctx.points["BID_MODIFIER_CHANGE"]
     draw = point.sample(rng, ctx.panel)
+    low, high = point.prior.strength
+    q0, q1 = prior.bid_quantiles
+    draw = replace(draw, strength=low + (q0 + (q1 - q0) * float(rng.random())) * (high - low))
     edits = draw_edits("bid_modifier", draw, ctx.panel, ctx.specs, _hour(rng))
     if not edits:
         return None
