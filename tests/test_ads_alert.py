@@ -83,11 +83,16 @@ def test_gate_rejects_a_cause_without_effect(domain, seed):
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_gate_accepts_a_cause_that_makes_the_alert(domain, seed):
+    """A deep account-wide budget cut makes the page and is accepted, unless the episode's
+    background (twins, pauses, promotions) would have paged on its own: then the gate refuses
+    the episode for that reason, whatever share the cause explains."""
     ep = episode(domain, "BUDGET_CAP", "", 0.8, seed, onset_back=8)
     verdict = verify_episode(domain, ep, VerifierConfig())
     assert ep.alert is not None
     assert ep.alert.explained_share >= 0.5
-    assert not ep.alert.fires_without_cause
+    if ep.alert.fires_without_cause:
+        assert not verdict.accepted and verdict.reason == "alert_without_cause"
+        return
     assert verdict.accepted, verdict.reasons
     assert ep.label.extra["alert"]["explained_share"] == ep.alert.explained_share
     # The prompt shows the alert the rule raised, the one the label explains.
@@ -95,6 +100,16 @@ def test_gate_accepts_a_cause_that_makes_the_alert(domain, seed):
     assert raised is not None and raised.key == (ep.alert.kpi, ep.alert.scope)
     alert_line = next(line for line in ep.prompt.splitlines() if line.startswith("ALERT:"))
     assert raised.kpi in alert_line
+
+
+def test_most_budget_cut_episodes_page_for_the_cause_alone(domain):
+    """The gate's refusal above is the exception: in most of these accounts the background
+    stays below the monitor's bar without the cut (3 of the 4 seeds at least)."""
+    clean = 0
+    for seed in SEEDS:
+        ep = episode(domain, "BUDGET_CAP", "", 0.8, seed, onset_back=8)
+        clean += ep.alert is not None and not ep.alert.fires_without_cause
+    assert clean >= 3
 
 
 @pytest.mark.parametrize("seed", SEEDS)
