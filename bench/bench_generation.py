@@ -48,7 +48,7 @@ def stage_costs(domain, n: int) -> dict[str, float]:
         streams = episode_streams(99, "bench", i, 0)
         t0 = time.perf_counter()
         draw = scm.point(cause).sample(streams.draw, scm.panel)
-        background = domain.background(streams.background)
+        background = domain.background(streams.background, (draw,))
         base = scm.intervene(background.interventions)
         interventions = scm.interventions_for(draw)
         t1 = time.perf_counter()

@@ -37,23 +37,20 @@ DRAWS = {  # cause -> (slice, strength)
 }
 CONVERSION_CAUSES = ("TRACKING_OUTAGE", "LANDING_PAGE_BREAK")
 SEEDS = (0, 1, 2, 3)
-# Known, open: in seed 2's account two twin bid raises on remarketing's mobile segment (+128%,
-# +131%, inside the ios_safari region) page remarketing's cost on their own (true share 0); the
-# difference in differences credits that move to the region (0.54). Generation never shows such
-# a page (the gate refuses an alert that fires without its cause), but the estimator has no
-# defence against another process acting inside the cause's region. Strict: fails once fixed.
-OVERLAP = pytest.mark.xfail(
-    strict=True, reason="a background process inside the cause's region (seed 2, ios_safari)"
-)
-
-
-def _params(causes):
-    return [pytest.param(c, marks=OVERLAP) if c == "TRACKING_OUTAGE" else c for c in causes]
+# Accounts without twins. A twin acting inside the cause's region (two twin bid raises on
+# remarketing's mobile segment, inside the ios_safari region, paging remarketing's cost on
+# their own) moves the region against the rest of the scope, and the difference in
+# differences credits that move to the cause: the estimator has no defence against it, by
+# construction. Twins are placed near the incident on purpose (domains/ads/twins.py), so with
+# them such accounts are common; generation still never shows their false pages (the gate reads
+# the true shares from the worlds), and the oracle's agreement with the labels measures the
+# cost (docs/audit). These tests are the estimator's properties where nothing else acts there.
+NO_TWINS = {"background": {"twins": {"count_weights": [1.0]}}}
 
 
 @functools.cache
 def domain():
-    return load_domain("ads")
+    return load_domain("ads", NO_TWINS)
 
 
 @functools.cache
@@ -78,7 +75,7 @@ def pairs(cause: str, seed: int) -> list[tuple[float, float]]:
     return out
 
 
-@pytest.mark.parametrize("cause", _params(sorted(DRAWS)))
+@pytest.mark.parametrize("cause", sorted(DRAWS))
 def test_estimate_is_on_the_right_side_of_the_relevance_share(cause):
     checked = 0
     for seed in SEEDS:
@@ -92,7 +89,7 @@ def test_estimate_is_on_the_right_side_of_the_relevance_share(cause):
     assert checked >= 1  # the draws are strong enough to page
 
 
-@pytest.mark.parametrize("cause", _params(CONVERSION_CAUSES))
+@pytest.mark.parametrize("cause", CONVERSION_CAUSES)
 def test_conversion_causes_are_estimated_within_a_tolerance(cause):
     errors = [abs(e - t) for seed in SEEDS for t, e in pairs(cause, seed) if abs(t) <= 1.5]
     assert errors and max(errors) <= 0.25, errors

@@ -17,6 +17,7 @@ from _ads_support import PRESETS, background_of, domain_of
 
 from causaltrace import InterventionDraw, Scale, Slice, Window
 from causaltrace.errors import CausalTraceError
+from causaltrace_domains.ads.account_state import StatePrior, sample_state
 from causaltrace_domains.ads.background import (
     PROCESS_PRIORS,
     BackgroundPrior,
@@ -611,3 +612,29 @@ def find_nth(preset: str, kind: str, nth: int):
                     return seed, item
                 found += 1
     raise AssertionError(f"fewer than {nth + 1} {kind} in 2000 backgrounds of {preset}")
+
+
+def test_account_size_scales_volume_and_budgets_alike():
+    """The account's size multiplies every segment's volume by one log-uniform factor in
+    ``StatePrior.size_range``: the same draws with the size fixed at 1 give volumes that differ
+    by exactly that factor, in every cell, and over 200 accounts its log is spread as a
+    uniform's (sd = log(high / low) / sqrt(12): 0.53 for (0.4, 2.5); the sample sd of 200
+    draws has a standard error of sd x sqrt((1.8 - 1) / 800) = 0.017, so 0.06 is about 3.5 of
+    them). Budgets are set against the account's own spend (``DailyBudget``), so spend
+    against budget does not depend on the size."""
+    domain = domain_of("default")
+    panel, cfg = domain.scm.panel, domain.settings
+    low, high = StatePrior().size_range
+    sizes = []
+    for seed in range(200):
+        sized = sample_state(panel, cfg, np.random.default_rng(seed), StatePrior())
+        plain = sample_state(
+            panel, cfg, np.random.default_rng(seed), StatePrior(size_range=(1.0, 1.0))
+        )
+        ratio = sized.volume / plain.volume
+        assert np.allclose(ratio, ratio[0, 0], rtol=1e-12)
+        assert sized.headroom == plain.headroom
+        sizes.append(float(ratio[0, 0]))
+    logs = np.log(sizes)
+    assert np.log(low) <= logs.min() and logs.max() <= np.log(high)
+    assert abs(logs.std() - np.log(high / low) / np.sqrt(12)) < 0.06

@@ -332,7 +332,14 @@ def test_campaign_wide_signatures(default_domain, seed):
     level = pd.Series(
         {name: 0.55 ** seg.DEMAND_ELASTICITY[specs[name].kind] for name in ratio.index}
     )
-    assert (ratio >= 0.99 * level).all() and (ratio < 0.9).all(), ratio.to_dict()
+    assert (ratio >= 0.99 * level).all() and (ratio < 1.0).all(), ratio.to_dict()
+    # A campaign whose counterfactual spend stayed clear of its budget (under 0.8 of it on
+    # every day, so pacing never held it back) falls to its level, up to count noise.
+    budget = cf["campaigns"].set_index("campaign")["daily_budget"]
+    daily = cf["perf_daily"][cf["perf_daily"]["date"] >= after]
+    peak = daily.groupby(["campaign", "date"])["cost"].sum().groupby("campaign").max()
+    clear = (peak < 0.8 * budget.reindex(peak.index)).reindex(ratio.index, fill_value=False)
+    assert (ratio[clear] <= 1.01 * level[clear]).all(), (ratio.to_dict(), clear.to_dict())
     assert f["impressions"] < 0.85 * c["impressions"]
     isf, isc = fact["impression_share_daily"], cf["impression_share_daily"]
     post = isf["date"] >= after

@@ -19,7 +19,15 @@ from _ads_support import PRESETS, background_of, domain_of
 
 from causaltrace_domains.ads.causes import CAUSES
 from causaltrace_domains.ads.edits import AUDIENCE_WIDENING, LOCATION_WIDENING, touched_campaigns
-from causaltrace_domains.ads.twins import TWIN_CAUSES, TwinContext, TwinPrior, _disapproval_twin
+from causaltrace_domains.ads.twins import (
+    TWIN_CAUSES,
+    TwinContext,
+    TwinPrior,
+    _bid_twin,
+    _broader,
+    _disapproval_twin,
+    incident_campaigns,
+)
 
 SEEDS = range(150)
 
@@ -49,8 +57,9 @@ def without_and_with(preset: str, seed: int, twin):
 
 def test_every_twin_kind_occurs_in_a_share_of_the_episodes(preset):
     """By default 0-3 twins per episode (weights 0.2, 0.4, 0.3, 0.1: 1.3 on average) of the four
-    kinds alike; a budget twin is dropped when the drawn cut would bind everywhere it reaches.
-    Over 150 episodes each kind is expected about 49 times (sd about 6); 15 is far below."""
+    kinds with weights 1.5 (budget), 2 (bid), 1, 1; a budget twin is dropped only where earlier
+    twins cut every campaign it reaches. Over 150 episodes a weight-1 kind is expected about
+    150 x 1.3 / 5.5 = 35 times (sd about 5.6); 15 is more than 3.5 sd below."""
     counts = Counter(t.kind for seed in SEEDS for t in background_of(preset, seed).notes["twins"])
     assert set(counts) == {f"twin:{c}" for c in TWIN_CAUSES}
     assert all(n >= 15 for n in counts.values()), counts
@@ -61,6 +70,8 @@ def test_twin_edits_take_the_causes_form_size_and_timing(preset):
     panel, cfg = domain.scm.panel, domain.settings
     specs = {c.name: c for c in cfg.campaigns}
     first, last = (panel.n_time + o for o in cfg.onset_window)
+    # In the later part of the cause's onset range, where the accepted causes' edits are.
+    first += int(np.ceil(TwinPrior().onset_quantiles[0] * (last - first)))
     for kind in ("BUDGET_CAP", "BID_MODIFIER_CHANGE", "TARGETING_EXPANSION"):
         point = domain.scm.point(kind)
         lo, hi = point.prior.strength
@@ -70,7 +81,7 @@ def test_twin_edits_take_the_causes_form_size_and_timing(preset):
             assert twin.edits, twin  # every twin of an account edit logs it
             for edit in twin.edits:
                 assert edit.change_type == CAUSES[kind].account_change or kind == "BUDGET_CAP"
-                assert first <= edit.day <= last  # the cause's own onset window
+                assert first <= edit.day <= last, (edit.day, first, last)
                 assert 7 <= edit.hour < 20
             if kind == "BUDGET_CAP":
                 # As deep as the accepted causes' cuts: the upper part of the cause's prior.
@@ -95,13 +106,64 @@ def test_twin_edits_take_the_causes_form_size_and_timing(preset):
                         assert edit.field == LOCATION_WIDENING[0]
 
 
-def test_budget_twins_reach_several_campaigns_as_causes_do(preset):
-    """A cause's cut reaches one to all campaigns; a twin takes the same breadth where enough
-    campaigns have the room, so a cut on several campaigns at once is no mark of the cause.
-    Over 150 episodes about 50 budget twins are drawn; a third or more reach >= 2 campaigns in
-    the default account (measured 0.35 over 400), so none doing so would be a 1e-8 event."""
+def test_budget_twins_are_as_broad_and_deep_as_accepted_causes(preset):
+    """A cause's cut reaches one to all campaigns and the verifier keeps the broad, deep ones;
+    a twin takes the larger of two of the prior's breadths (every campaign with probability
+    1 - (1 - 1/n)^2: 0.44 for four campaigns) and a depth from the prior's upper quantiles (a
+    cut to under 0.3 of the old budget with probability (0.8 - 0.7) / ((1 - 0.55) x 0.65) =
+    0.34). Over 150 episodes about 65 budget twins are drawn: under 5 of either would be a
+    >5 sd event. The account is given the room: each campaign's headroom keeps the cut
+    unbinding, and the episode's state is the raised one."""
     found = twins(preset, "BUDGET_CAP")
-    assert any(len(twin.details["campaigns"]) >= 2 for _, twin in found)
+    n_campaigns = len(domain_of(preset).scm.panel.dimension("campaign").levels)
+    everywhere = [t for _, t in found if len(t.details["campaigns"]) == n_campaigns]
+    deep = [t for _, t in found if t.details["factor"] < 0.3]
+    assert len(everywhere) >= 5 and len(deep) >= 5, (len(found), len(everywhere), len(deep))
+    for seed, twin in found:
+        state = background_of(preset, seed).notes["state"]
+        for campaign, room in twin.details["headroom"].items():
+            assert state.headroom[campaign] >= room  # a later twin may only raise it further
+
+
+def test_incident_campaigns_are_where_the_draws_act():
+    domain = domain_of("default")
+    panel, scm = domain.scm.panel, domain.scm
+    levels = tuple(panel.dimension("campaign").levels)
+    rng = np.random.default_rng(0)
+    bid = scm.point("BID_MODIFIER_CHANGE")
+    for _ in range(20):
+        draw = bid.sample(rng, panel)
+        assert incident_campaigns(panel, [draw]) == tuple(touched_campaigns(panel, draw.slice))
+    budget = scm.point("BUDGET_CAP").sample(rng, panel)
+    assert incident_campaigns(panel, [budget]) == tuple(
+        c for c in levels if c in budget.extras["campaigns"]
+    )
+    demand = scm.point("DEMAND_SHIFT").sample(rng, panel)
+    assert incident_campaigns(panel, [demand]) == levels  # account-wide: every campaign
+    assert incident_campaigns(panel, []) == ()
+
+
+def test_bid_twins_near_the_incident_reach_its_campaign():
+    """With ``near_incident`` 1 every bid twin is written on a campaign where the causes act
+    (when the prior can reach it: a manual-bidding campaign); with 0 the placement ignores
+    the incident and reaches the other manual campaign alone in a share of the draws."""
+    domain = domain_of("default")
+    panel, cfg = domain.scm.panel, domain.settings
+    points = domain.scm.intervention_points
+    state = background_of("default", 0).notes["state"]
+    manual = [c.name for c in cfg.campaigns if c.applies_bid_adjustments]
+    for target in manual:
+        ctx = TwinContext(panel, cfg, state, points, incident=(target,))
+        for near, expect_all in ((1.0, True), (0.0, False)):
+            prior = TwinPrior(near_incident=near)
+            rng = np.random.default_rng(7)
+            reach = []
+            for _ in range(60):
+                twin = _bid_twin(ctx, prior, rng)
+                reach.append(any(e.campaign == target for e in twin.edits))
+            # Near 0: 2D draws on the other manual campaign (about half of 0.65) miss it; 60
+            # draws all reaching it would have probability about 0.67 ** 60 < 1e-10.
+            assert all(reach) is expect_all, (target, near, np.mean(reach))
 
 
 def test_budget_twin_leaves_delivery_unchanged_where_it_does_not_bind(preset):
@@ -220,3 +282,19 @@ def test_twin_edits_are_logged_in_the_change_history(preset):
                 assert edit.day >= first
                 assert edit in bg.notes["effectful"]
         assert bg.notes["total_edits"] >= len(bg.notes["effectful"])
+
+
+def test_bid_twin_slices_are_the_broader_of_two_draws():
+    """Accepted bid raises are the broad ones (a segment on every campaign serving it), so a
+    twin's slice is the broader of two of the prior's draws: replaying the same stream, it
+    reaches as many campaigns as the broader of the two, and the first on a tie."""
+    domain = domain_of("default")
+    panel, cfg = domain.scm.panel, domain.settings
+    point = domain.scm.point("BID_MODIFIER_CHANGE")
+    ctx = TwinContext(panel, cfg, background_of("default", 0).notes["state"], {})
+    for seed in range(40):
+        chosen = _broader(ctx, point, np.random.default_rng(seed))
+        replay = np.random.default_rng(seed)
+        a, b = point.sample(replay, panel), point.sample(replay, panel)
+        reach = [len(touched_campaigns(panel, d.slice)) for d in (a, b)]
+        assert chosen == (b if reach[1] > reach[0] else a)

@@ -174,6 +174,13 @@ def test_feature_families_on_a_known_history():
     assert (
         f["campaigns: max daily_budget"] == 2800 and f["campaigns: rows with status=enabled"] == 4
     )
+    # settings per group: a campaign's new budget (not a percentage adjustment) and its row of
+    # a numeric column, the level a model may have memorized against the campaign's spend
+    assert f[f"{h}[campaign=generic]: min new setting"] == 1340
+    assert f[f"{h}[field=daily_budget]: max new setting"] == 1460
+    assert f"{h}[field=bid]: min new setting" not in f  # -17% is an adjustment, not a level
+    assert f"{h}[field=keywords]: max new setting" in f  # 15 kw: a level with a unit
+    assert f["campaigns[campaign=pmax]: max daily_budget"] == 1000
 
 
 def test_roles_come_from_value_shapes_not_names():
@@ -250,6 +257,26 @@ def synthetic_episode(rng, cause: str) -> tuple[dict[str, pd.DataFrame], str]:
                 str(round(old * cut)),
             )
         )
+    if cause.startswith("LEVEL") or cause.startswith("QUIET_L"):
+        # Every episode cuts brand's budget by the same ratio; LEVEL's cut lands on a budget
+        # under 600 (it binds: below what brand spends), the others' stay above 1,500. Only
+        # the new level tells them apart, not the ratio, breadth or timing.
+        old = (
+            int(rng.integers(700, 1000))
+            if cause.startswith("LEVEL")
+            else int(rng.integers(2200, 3000))
+        )
+        cut = float(rng.uniform(0.5, 0.65))
+        rows.append(
+            edit(
+                str(np.datetime64("2026-02-01") + np.timedelta64(day, "D")),
+                USERS[int(rng.integers(len(USERS)))],
+                CAMPAIGNS[0],
+                "daily_budget",
+                str(old),
+                str(round(old * cut)),
+            )
+        )
     if cause == "WIDE":  # the same targeting edit on 3 campaigns within 40 minutes
         for i, campaign in enumerate(rng.permutation(CAMPAIGNS)[:3]):
             rows.append(_row(rng, day, hour + i / 3, campaign, "location_options"))
@@ -315,19 +342,26 @@ def test_rules_of_the_reviewed_shapes_are_flagged():
     assert "within 1h" in rules["WIDE"].rule
 
 
+def test_a_cut_told_by_its_level_is_flagged():
+    """A cut whose ratio every cause shares, to a level only one cause's reaches (a budget a
+    model could know binds from the campaign's usual spend): flagged, from the new setting or
+    the size of the change in currency (ratio and change together fix the level)."""
+    causes = ("LEVEL", "QUIET_LA", "QUIET_LB", "QUIET_LC")
+    rules, probe = probe_synthetic(causes, 20, seed=5)
+    assert [r.cause for r in probe.shortcuts] == ["LEVEL"]
+    assert any(word in rules["LEVEL"].rule for word in ("new setting", "(new-old)"))
+
+
 # -- the committed test split -----------------------------------------------------------------
 # Issue 23's target: on the committed ads_test split, no cause can be named by a rule over its
 # non-metric data (change history, campaigns, creatives, the alert lines) with out-of-fold
-# precision >= 0.85 at recall >= 0.3. The first FIRST episodes (the split's schedule is
-# shuffled, so every cause is among them), rebuilt from their specs.
+# precision >= 0.85 at recall >= 0.3, read as causaltrace-audit reads it: every episode of
+# the split, the probe's default forest. (On the first 150 episodes with 50 trees the probe
+# once named BID_MODIFIER_CHANGE 7 of 7 at n = 11: with ~11 positives its out-of-fold
+# precision swings by tens of points, so the verdict is taken on the whole split.)
 ADS_TEST = Path(__file__).resolve().parents[1] / "data" / "ads_test"
-FIRST = 150
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open (issue 23): accepted BUDGET_CAP cuts are deeper and broader than twins can be",
-)
 def test_the_committed_split_has_no_non_metric_shortcut(tmp_path):
     from causaltrace.datasets.generation import open_episode
     from causaltrace.datasets.storage import DatasetLayout, read_episode_tables
@@ -335,7 +369,7 @@ def test_the_committed_split_has_no_non_metric_shortcut(tmp_path):
 
     layout = DatasetLayout(ADS_TEST)
     labels = {row["episode_id"]: row for row in layout.all_labels()}
-    ids = [row["episode_id"] for row in layout.all_index()][:FIRST]
+    ids = [row["episode_id"] for row in layout.all_index()]
     rows, truths = [], []
     for episode in ids:
         directory = Path(open_episode(ADS_TEST, episode, cache_dir=tmp_path))
@@ -346,7 +380,7 @@ def test_the_committed_split_has_no_non_metric_shortcut(tmp_path):
         label = labels[episode]
         truths.append({label["cause"], *(a["cause"] for a in label.get("also") or ())})
     causes = sorted(set().union(*truths))
-    probe = rule_probe(record_frame(rows), truths, causes, np.random.default_rng(0), trees=50)
+    probe = rule_probe(record_frame(rows), truths, causes, np.random.default_rng(0))
     assert probe.shortcuts == [], [
         (r.cause, r.hits, r.predicted, r.n, r.rule) for r in probe.shortcuts
     ]

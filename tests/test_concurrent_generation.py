@@ -338,3 +338,30 @@ def test_every_label_is_one_the_oracle_supports(datasets):
             answer = lab["extra"]["difficulty"]["measured"]["oracle_answer"]
             causes = {lab["cause"], *(a["cause"] for a in lab.get("also") or ())}
             assert answer["cause"] in causes, (lab["episode_id"], answer, causes)
+
+
+def test_the_background_sees_every_draw_of_its_episode(domain):
+    """``Domain.background(rng, draws)`` gets the episode's draws, the first cause first, so a
+    domain can place its confounders where the incident is; the background stream is the
+    spec's whatever the draws (a domain that ignores them gets the background it had)."""
+    seen = []
+
+    class Recording(type(domain)):
+        def background(self, rng, draws=()):
+            seen.append(tuple(draws))
+            return super().background(rng, draws)
+
+    recording = Recording(domain.config)
+    panel = recording.scm.panel
+    first = InterventionDraw(
+        "CHECKOUT_BUG", Slice.of(channel="search"), 0.7, Window(onset=panel.n_time - 14)
+    )
+    second = InterventionDraw(
+        "TRACKING_LOSS", Slice.of(region="north"), 0.6, Window(onset=panel.n_time - 10)
+    )
+    spec = EpisodeSpec("b-0", "b", 0, 9, "CHECKOUT_BUG", 1, also=("TRACKING_LOSS",))
+    episode = build_episode(recording, spec, draw=first, also=(second,))
+    assert seen == [(first, second)]
+    single = build_episode(recording, EpisodeSpec("b-1", "b", 1, 9, "CHECKOUT_BUG", None))
+    assert seen[-1] == (single.draw,)
+    assert episode.background == build_episode(domain, spec, draw=first, also=(second,)).background

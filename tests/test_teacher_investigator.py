@@ -9,11 +9,11 @@ import pandas as pd
 import pytest
 
 from causaltrace import load_domain
+from causaltrace.agents.result_tables import parse_table
 from causaltrace_domains.ads.causes import CAUSES
 from causaltrace_domains.ads.teacher.belief import Belief, Hypothesis
 from causaltrace_domains.ads.teacher.page import parse_page
 from causaltrace_domains.ads.teacher.queries import MAX_CHARS, Sql
-from causaltrace_domains.ads.teacher.rows import parse_table
 from causaltrace_domains.ads.teacher.signatures import ALLOWED, SLICE_DIMS, candidate_slices
 from causaltrace_domains.ads.teacher.stats import (
     alert_share,

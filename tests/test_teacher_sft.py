@@ -9,10 +9,10 @@ opening three-call sequences; and every call is a valid call of the exported too
 from __future__ import annotations
 
 import asyncio
-import json
 import statistics
 
 import pytest
+from _sft_support import assert_no_pasted_library, assert_valid_calls
 
 from causaltrace.agents import make_agent
 from causaltrace.apps.export import export_sft
@@ -61,32 +61,11 @@ def test_rows_teach_investigation(teacher_rows):
 
 
 def test_every_call_is_valid_for_the_exported_schema(teacher_rows):
-    _, _, rows = teacher_rows
-    for row in rows:
-        schemas = {t["function"]["name"]: t["function"]["parameters"] for t in row["tools"]}
-        for message in row["messages"]:
-            for call in message.get("tool_calls") or []:
-                name, args = call["function"]["name"], call["function"]["arguments"]
-                args = json.loads(args) if isinstance(args, str) else args
-                schema = schemas[name]
-                assert set(args) <= set(schema["properties"]), (name, args)
-                assert set(schema.get("required", [])) <= set(args), (name, args)
-                for key, value in args.items():
-                    assert isinstance(value, str), (name, key)
-                    enum = schema["properties"][key].get("enum")
-                    assert enum is None or value in enum, (name, key, value)
-        last = row["messages"][-1]
-        assert last["tool_calls"][-1]["function"]["name"] == "submit"
+    assert_valid_calls(teacher_rows[2])
 
 
 def test_no_pasted_library_and_plain_queries(teacher_rows):
-    _, _, rows = teacher_rows
-    for row in rows:
-        for message in row["messages"]:
-            for call in message.get("tool_calls") or []:
-                args = call["function"]["arguments"]
-                args = json.loads(args) if isinstance(args, str) else args
-                assert "def " not in json.dumps(args)  # queries, not a helper library
+    assert_no_pasted_library(teacher_rows[2])
 
 
 def test_phrasing_varies_with_the_episode_rng(teacher_rows):

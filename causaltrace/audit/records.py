@@ -13,7 +13,10 @@ column names, never from labels), each family for a reason:
 - **values**: numbers parsed from text value columns (``4,520``, ``+150%``, ``12 keywords``),
   old against new, per level of every categorical column (so per field, per change type):
   the smallest and largest ratio new/old, the largest relative change, the smallest and largest
-  signed change; how large an edit is ("a budget cut to under 0.6 of the old");
+  signed change; how large an edit is ("a budget cut to under 0.6 of the old"); and the
+  setting itself, per group: the smallest and largest new value of non-percentage edits and of
+  each numeric column ("brand_search's new budget under 5,000": a level that decides whether
+  an edit binds once a model has memorized how much the campaign usually spends);
 - **breadth**: the most rows, and the most distinct values of each other categorical column
   (campaigns, services), that share a level, the same new value or the same ratio within one
   hour; an edit made across the account at once ("the same edit on >= 2 campaigns");
@@ -39,7 +42,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -133,6 +136,9 @@ class RecordTable:
     roles: Roles
     groups: tuple[tuple[str, np.ndarray], ...]
     changes: Mapping[tuple[str, str], tuple[np.ndarray, np.ndarray]]  # (ratio, delta) per row
+    # Per value pair, the new value of each row whose new value is a level, not a percentage
+    # adjustment (NaN elsewhere): a budget, a count of keywords.
+    settings: Mapping[tuple[str, str], np.ndarray] = field(default_factory=dict)
 
 
 def _is_text(series: pd.Series) -> bool:
@@ -183,14 +189,21 @@ def read_record_table(
     for col in roles.keys:
         for level in sorted(set(text[col].tolist())):
             groups.append((f"{col}={level}", text[col] == level))
-    changes = {}
+    changes, settings = {}, {}
     for old, new in pairs:
-        rows = [change_of(parse_number(o), parse_number(n)) for o, n in zip(text[old], text[new])]
+        parsed = [(parse_number(o), parse_number(n)) for o, n in zip(text[old], text[new])]
+        rows = [change_of(o, n) for o, n in parsed]
         ratio = np.array([r[0] if r else np.nan for r in rows], dtype=np.float64)
         delta = np.array([r[1] if r else np.nan for r in rows], dtype=np.float64)
         changes[(old, new)] = (ratio, delta)
+        settings[(old, new)] = np.array(
+            [n.value if n is not None and n.unit != "%" else np.nan for _, n in parsed],
+            dtype=np.float64,
+        )
     times = frame[time].to_numpy().astype("datetime64[m]") if time is not None else None
-    return RecordTable(name, len(frame), text, numbers, times, roles, tuple(groups), changes)
+    return RecordTable(
+        name, len(frame), text, numbers, times, roles, tuple(groups), changes, settings
+    )
 
 
 def count_features(table: RecordTable) -> dict[str, float]:
@@ -219,8 +232,23 @@ def _pair_label(table: RecordTable, pair: tuple[str, str]) -> str:
 
 
 def value_features(table: RecordTable) -> dict[str, float]:
-    """Per row group: min and max ratio new/old, max |relative change|, min and max change."""
+    """Per row group: min and max ratio new/old, max |relative change|, min and max change,
+    min and max new setting (non-percentage edits) and of each numeric column."""
     out: dict[str, float] = {}
+    for group, mask in table.groups[1:]:  # the whole table's numbers are count_features'
+        for col, values in table.numbers.items():
+            v = values[mask]
+            v = v[np.isfinite(v)]
+            if v.size:
+                out[f"{table.name}[{group}]: min {col}"] = float(v.min())
+                out[f"{table.name}[{group}]: max {col}"] = float(v.max())
+        for pair, levels in table.settings.items():
+            v = levels[mask]
+            v = v[np.isfinite(v)]
+            if v.size:
+                scope = f"{table.name}[{group}]{_pair_label(table, pair)}"
+                out[f"{scope}: min new setting"] = float(v.min())
+                out[f"{scope}: max new setting"] = float(v.max())
     for pair, (ratio, delta) in table.changes.items():
         for group, mask in table.groups:
             scope = f"{table.name}[{group}]{_pair_label(table, pair)}"

@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from causaltrace.datasets.source_closure import import_closure
 from causaltrace.datasets.storage import (
     DatasetLayout,
     atomic_write_text,
@@ -125,21 +126,16 @@ def _domain_module(name: str) -> str:
 @functools.cache
 def generator_fingerprint(domain_name: str) -> dict[str, Any]:
     """What identifies the generator: the package version, a sha256 of the generator's source
-    (the engine without its tools, environment, evaluation, agents and apps, plus the domain's
-    package or module) and the versions of the libraries that shape the bytes."""
+    (the engine without its tools, environment, evaluation, agents and apps, plus the modules
+    the domain's entry module imports, directly or not: its agents and teacher are not part of
+    it, :mod:`causaltrace.datasets.source_closure`) and the versions of the libraries that shape
+    the bytes."""
     from causaltrace import __version__
 
     digest = hashlib.sha256()
     _source_hash(digest, Path(__file__).resolve().parent, _NOT_GENERATOR)
-    try:
-        spec = importlib.util.find_spec(_domain_module(domain_name))
-    except (ImportError, ValueError):
-        spec = None
-    if spec is not None and spec.submodule_search_locations:
-        for location in spec.submodule_search_locations:
-            _source_hash(digest, Path(location).resolve())
-    elif spec is not None and spec.origin and spec.origin.endswith(".py"):
-        digest.update(Path(spec.origin).read_bytes())
+    for name, path in import_closure(_domain_module(domain_name)).items():
+        digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
     libraries = {}
     for name in _LIBRARIES:
         try:

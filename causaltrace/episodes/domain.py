@@ -110,8 +110,16 @@ class Domain(ABC):
         """The group a cause belongs to (its intervention point's ``metadata["group"]``)."""
         return str(self.scm.point(cause).metadata.get("group", ""))
 
-    def background(self, rng: np.random.Generator) -> Background:
-        """Decoys and concurrent sub-threshold shifts for one episode (default: none)."""
+    def background(
+        self, rng: np.random.Generator, draws: Sequence[InterventionDraw] = ()
+    ) -> Background:
+        """Decoys and concurrent sub-threshold shifts for one episode (default: none).
+
+        ``draws`` are the episode's causes (the first cause first), so a domain can place
+        confounders *where the incident is*, as a real account's edits cluster on the campaign
+        in trouble: a decoy only ever far from the alert is told apart by its place alone. A
+        background must read only where the draws act, never which cause they are, or its
+        decoys would name the cause; the engine applies it to both worlds all the same."""
         return Background()
 
     def render(

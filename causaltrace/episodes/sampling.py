@@ -135,7 +135,7 @@ def _simulate(
     sampled = scm.point(spec.cause).sample(streams.draw, scm.panel, spec.slice_order)
     draw = sampled if draw is None else draw
     also = _also_draws(domain, spec, also)
-    background = domain.background(streams.background)
+    background = domain.background(streams.background, (draw, *also))
     base = scm.intervene(background.interventions) if background.interventions else scm
     interventions = scm.interventions_for(draw)
     for other in also:

@@ -27,6 +27,7 @@ import numpy as np
 from causaltrace import (
     Background,
     Decay,
+    InterventionDraw,
     InterventionPoint,
     Panel,
     Ramp,
@@ -38,7 +39,12 @@ from causaltrace.errors import CausalTraceError
 from causaltrace_domains.ads.account_state import AccountState, StatePrior, sample_state
 from causaltrace_domains.ads.config import US, AdsConfig, CampaignSpec
 from causaltrace_domains.ads.records import Calendar, Edit, Process
-from causaltrace_domains.ads.twins import TwinContext, TwinPrior, sample_twins
+from causaltrace_domains.ads.twins import (
+    TwinContext,
+    TwinPrior,
+    incident_campaigns,
+    sample_twins,
+)
 
 PEOPLE = ("anna.k@agency.example", "li.m@brand.example", "j.osei@agency.example")
 RULES_USER = "automated_rules"
@@ -651,6 +657,7 @@ def sample_background(
     rng: np.random.Generator,
     prior: BackgroundPrior | None = None,
     points: Mapping[str, InterventionPoint] | None = None,
+    draws: Sequence[InterventionDraw] = (),
 ) -> Background:
     """The account's state, background processes, twins of the causes and decoy edits for one
     episode (both worlds).
@@ -659,7 +666,9 @@ def sample_background(
     most one per campaign), the edits the processes, twins and effectful decoys logged inside
     the history window, and as many harmless edits as fill the rest; its size therefore does
     not depend on the cause. ``points`` are the SCM's intervention points, whose priors the
-    twins draw from (none without them). Every draw comes from ``rng``.
+    twins draw from (none without them); ``draws`` are the episode's causes, of which the
+    twins read only where they act (:func:`~causaltrace_domains.ads.twins.incident_campaigns`).
+    Every draw comes from ``rng``.
     """
     prior = background_prior(config) if prior is None else prior
     acc, cal = Account.of(panel, config), Calendar.of(panel, config)
@@ -688,8 +697,11 @@ def sample_background(
         processes.append(_in_history(process, cal))
     twins = ()
     if points:
-        context = TwinContext(panel, config, state, points)
+        incident = incident_campaigns(panel, draws)
+        context = TwinContext(panel, config, state, points, incident)
         twins = tuple(_in_history(t, cal) for t in sample_twins(context, prior.twins, rng))
+        for twin in twins:  # the room a twin budget cut needs is the account's from day 0
+            state = state.with_headroom(twin.details.get("headroom", {}))
     decoys = [
         _in_history(_effectful_decoy(prior.decoys, acc, cal, state, rng), cal)
         for _ in range(_integer(rng, prior.decoys.effectful))

@@ -67,9 +67,13 @@ class AdsDomain(Domain):
         points = intervention_points(cfg, healthy_ctr)
         return SCM(nodes, panel, points, name="ads")
 
-    def background(self, rng: np.random.Generator) -> Background:
+    def background(
+        self, rng: np.random.Generator, draws: Sequence[InterventionDraw] = ()
+    ) -> Background:
         scm = self.scm
-        return sample_background(scm.panel, self.settings, rng, points=scm.intervention_points)
+        return sample_background(
+            scm.panel, self.settings, rng, points=scm.intervention_points, draws=draws
+        )
 
     def render(
         self,

@@ -10,10 +10,10 @@ for a reason only the metrics show:
 
 - a budget cut on campaigns that never spent near their budget (its new budget still above what
   they spend: pacing does not change), as deep and as broad as the causes' cuts that are
-  *accepted* (see :func:`_budget_twin`);
-- a bid adjustment drawn as the cause's own (whether it moves the alert is the account's: a
-  segment with little volume, a KPI the raise does not hurt, smart-bidding campaigns that ignore
-  it where a bulk edit is also written on them);
+  *accepted*; the account's state is drawn with the room for it (see :func:`_budget_twin`);
+- a bid adjustment drawn as the cause's own, often on a campaign where the incident is (edits
+  cluster on the campaign in trouble; whether it moves the alert is the account's: a segment
+  with little volume, a KPI the raise does not hurt, smart-bidding campaigns that ignore it);
 - a widened targeting that finds little new eligible traffic (eligibility up by under 8%);
 - a disapproved ad that served little of its ad group's rotation (its siblings absorb it), or
   one disapproved long before the reports start (it has no rows to lose).
@@ -25,12 +25,12 @@ tell a twin from the cause is to weigh what the data did after the edit.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from causaltrace import InterventionPoint, Panel, Scale, Window
+from causaltrace import InterventionDraw, InterventionPoint, Panel, Scale, Window
 from causaltrace_domains.ads.account_state import AccountState
 from causaltrace_domains.ads.causes import budget_interventions
 from causaltrace_domains.ads.config import AdsConfig, CampaignSpec
@@ -50,18 +50,29 @@ class TwinPrior:
     strength prior a twin cut is drawn from (the verifier keeps a BUDGET_CAP only where its cut
     binds, so accepted cuts sit in the prior's upper part: on ads_test accepted strengths run
     0.51-0.75 (p10-p90) of the prior's 0.15-0.8, quantiles 0.55-0.92; twins drawn from the whole
-    prior cut to a median 0.71 of the old budget against 0.49 for the causes; campaigns with the
-    room for the deepest cuts are rare, so placed twins still run a little shallower).
+    prior cut to a median 0.71 of the old budget against 0.49 for the causes).
     ``bid_quantiles``: the same for a twin bid raise (accepted raises sit at quantiles
-    0.29-0.83). ``budget_tries``: draws before a budget twin is given up when no
-    campaign has the room. ``targeting_gain``: the range of a twin widening's eligibility gain.
+    0.29-0.83). ``headroom_spread``: how far above the least room that keeps a twin cut
+    unbinding the account's budget sits (a log-uniform factor up to this). ``near_incident``:
+    the probability that a bid twin is written on a campaign where the episode's causes act
+    (a cause's edit is always there, so an edit only ever far from the alert was a twin).
+    ``incident_tries``: draws from the cause's prior before that placement is given up.
+    ``onset_quantiles``: the part of the cause's onset range a twin edit is made in (the page
+    compares the last week with the four before, so the verifier keeps causes whose edit is
+    recent: on ads_test the causes' edits were a median 4.5 days before the data's end (p10-p90
+    2.3-7.7), twins drawn over the whole range 8-9 days, and "a large edit in the last week"
+    named the cause).
+    ``targeting_gain``: the range of a twin widening's eligibility gain.
     ``stale_disapproval``: the probability that a twin disapproval predates the reports."""
 
     count_weights: tuple[float, ...] = (0.2, 0.4, 0.3, 0.1)  # 0, 1, 2 or 3 twins
+    # Bid twins twice as often as the others: a raise near the incident often moves the page
+    # and its episode is rejected, so at weight 1 only 13% of accepted episodes of other
+    # causes kept a large raise against 100% of BID_MODIFIER_CHANGE's.
     weights: Mapping[str, float] = field(
         default_factory=lambda: {
             "BUDGET_CAP": 1.5,
-            "BID_MODIFIER_CHANGE": 1.0,
+            "BID_MODIFIER_CHANGE": 2.0,
             "TARGETING_EXPANSION": 1.0,
             "AD_DISAPPROVAL": 1.0,
         }
@@ -69,7 +80,10 @@ class TwinPrior:
     unbinding_margin: float = 1.35
     budget_cut_quantiles: tuple[float, float] = (0.55, 1.0)
     bid_quantiles: tuple[float, float] = (0.3, 1.0)
-    budget_tries: int = 8
+    headroom_spread: float = 1.4
+    onset_quantiles: tuple[float, float] = (0.5, 1.0)
+    near_incident: float = 0.6
+    incident_tries: int = 8
     targeting_gain: tuple[float, float] = (0.0, 0.08)
     stale_disapproval: float = 0.5
     # A recent twin disapproval hits an ad with at most this share of its ad group's rotation
@@ -81,17 +95,48 @@ class TwinPrior:
 
 @dataclass(frozen=True)
 class TwinContext:
-    """What a twin sampler reads: the panel, the campaigns, the account's state and the
-    causes' intervention points (their priors)."""
+    """What a twin sampler reads: the panel, the campaigns, the account's state, the causes'
+    intervention points (their priors) and the campaigns where the episode's causes act
+    (:func:`incident_campaigns`; where, never which cause)."""
 
     panel: Panel
     config: AdsConfig
     state: AccountState
     points: Mapping[str, InterventionPoint]
+    incident: tuple[str, ...] = ()
+    cut: frozenset[str] = frozenset()  # campaigns an earlier twin's budget cut reached
 
     @property
     def specs(self) -> dict[str, CampaignSpec]:
         return {c.name: c for c in self.config.campaigns}
+
+
+def incident_campaigns(panel: Panel, draws: Sequence[InterventionDraw]) -> tuple[str, ...]:
+    """The campaigns where ``draws`` act, in the panel's order: a budget edit's own campaigns,
+    else those with a cell in the draw's slice (every campaign for an account-wide draw)."""
+    levels = panel.dimension("campaign").levels
+    reached: set[str] = set()
+    for draw in draws:
+        named = draw.extras.get("campaigns")
+        if named:
+            reached.update(named)
+        elif draw.slice is None:
+            reached.update(levels)
+        else:
+            reached.update(touched_campaigns(panel, draw.slice))
+    return tuple(c for c in levels if c in reached)
+
+
+def _recent(ctx: TwinContext, prior: TwinPrior, draw: InterventionDraw, rng) -> InterventionDraw:
+    """``draw`` with its onset redrawn from the later part of its prior's onset range."""
+    point = ctx.points[draw.point]
+    n = ctx.panel.n_time
+    first, last = (o if o >= 0 else n + o for o in point.prior.onset)
+    q0, q1 = prior.onset_quantiles
+    lo = first + int(np.ceil(q0 * (last - first)))
+    hi = first + int(np.floor(q1 * (last - first)))
+    onset = int(rng.integers(lo, max(hi, lo) + 1))
+    return replace(draw, window=replace(draw.window, onset=onset))
 
 
 def _hour(rng: np.random.Generator) -> int:
@@ -100,33 +145,60 @@ def _hour(rng: np.random.Generator) -> int:
 
 def _budget_twin(ctx: TwinContext, prior: TwinPrior, rng: np.random.Generator) -> Process | None:
     """A cut that mirrors an accepted cause's: its depth from the upper part of the cause's
-    strength prior, its breadth the cause's own draw (one campaign to all), placed on campaigns
-    with the room to absorb it. Twins drawn from the whole prior were shallower and narrower
-    than the causes the verifier keeps, so "a deep cut on several campaigns" named the cause
-    without a look at spend (the audit's rule probe, 0.92 precision on ads_test)."""
+    strength prior, its breadth the larger of two of the prior's draws (accepted cuts reach
+    more campaigns than the prior's), on campaigns whose budget leaves the room to absorb it.
+
+    Where the account's drawn state has not that room, the twin's campaigns are given it
+    (``details["headroom"]``: the background raises the state before anything reads it), so
+    that the twin is as deep and as broad as the cause and only spend against budget tells
+    them apart. Placing twins only on campaigns that happened to have the room kept them
+    shallower (no cut below 0.35 of the old budget) and narrower (never every campaign):
+    the audit's rule probe named BUDGET_CAP from the edit's size (precision 1.00)."""
     point = ctx.points["BUDGET_CAP"]
     low, high = point.prior.strength
     q0, q1 = prior.budget_cut_quantiles
-    overdelivery = ctx.config.overdelivery
-    for _ in range(max(int(prior.budget_tries), 1)):
-        draw = point.sample(rng, ctx.panel)
-        strength = low + (q0 + (q1 - q0) * float(rng.random())) * (high - low)
-        factor = 1.0 - strength
-        slack = [
-            c
-            for c in ctx.specs
-            if ctx.state.headroom[c] * factor * overdelivery >= prior.unbinding_margin
-        ]
-        if not slack:  # this cut would bind on every campaign: draw another
-            continue
-        wanted = min(len(draw.extras["campaigns"]), len(slack))
-        picked = sorted(int(i) for i in rng.choice(len(slack), size=wanted, replace=False))
-        campaigns = [slack[i] for i in picked]
-        draw = replace(draw, strength=strength, extras={**draw.extras, "campaigns": campaigns})
-        edits = draw_edits("budget", draw, ctx.panel, ctx.specs, _hour(rng), campaigns=campaigns)
-        interventions = budget_interventions(campaigns, factor, draw.window, ctx.specs)
-        details = {"campaigns": tuple(campaigns), "factor": factor, "onset": draw.window.onset}
-        return Process("twin:BUDGET_CAP", tuple(interventions), tuple(edits), details)
+    draw = point.sample(rng, ctx.panel)
+    other = point.sample(rng, ctx.panel)
+    if len(other.extras["campaigns"]) > len(draw.extras["campaigns"]):
+        draw = replace(draw, extras=other.extras)
+    strength = low + (q0 + (q1 - q0) * float(rng.random())) * (high - low)
+    factor = 1.0 - strength
+    # One twin cut per campaign: a second would compound with the first and might bind.
+    campaigns = [c for c in draw.extras["campaigns"] if c not in ctx.cut]
+    if not campaigns:
+        return None
+    least = prior.unbinding_margin / (factor * ctx.config.overdelivery)
+    spread = np.exp(rng.uniform(0.0, np.log(prior.headroom_spread), size=len(campaigns)))
+    headroom = {c: float(max(ctx.state.headroom[c], least * f)) for c, f in zip(campaigns, spread)}
+    draw = _recent(ctx, prior, replace(draw, strength=strength), rng)
+    edits = draw_edits("budget", draw, ctx.panel, ctx.specs, _hour(rng), campaigns=campaigns)
+    interventions = budget_interventions(campaigns, factor, draw.window, ctx.specs)
+    details = {
+        "campaigns": tuple(campaigns),
+        "factor": factor,
+        "onset": draw.window.onset,
+        "headroom": headroom,
+    }
+    return Process("twin:BUDGET_CAP", tuple(interventions), tuple(edits), details)
+
+
+def _broader(ctx: TwinContext, point: InterventionPoint, rng) -> InterventionDraw:
+    """The broader of two draws from ``point``'s prior (the one whose slice reaches more
+    campaigns): the verifier keeps the causes whose edit moved the page, which are the broad
+    ones (on ads_test 67% of accepted bid raises were written on every campaign serving a
+    segment, against 39% of twins drawn once from the prior)."""
+    first, second = point.sample(rng, ctx.panel), point.sample(rng, ctx.panel)
+    reach = [len(touched_campaigns(ctx.panel, d.slice)) for d in (first, second)]
+    return second if reach[1] > reach[0] else first
+
+
+def _near_incident(ctx: TwinContext, point: InterventionPoint, rng, tries: int):
+    """A draw (:func:`_broader`) whose slice reaches a campaign of the incident (None when
+    ``tries`` draws do not: e.g. the incident is on campaigns the edit cannot take)."""
+    for _ in range(max(int(tries), 1)):
+        draw = _broader(ctx, point, rng)
+        if set(touched_campaigns(ctx.panel, draw.slice)) & set(ctx.incident):
+            return draw
     return None
 
 
@@ -134,15 +206,25 @@ def _bid_twin(ctx: TwinContext, prior: TwinPrior, rng: np.random.Generator) -> P
     """A draw from the cause's prior, its raise from the upper part of the prior's range as the
     accepted causes' are (the verifier keeps a raise that explains the page: accepted raises
     on ads_test were +115% to +179% (p10-p90) of the prior's +80% to +200%; a twin drawn from
-    the whole range was smaller, and the raise's size named the cause). No preference for small
-    segments: that would make the edited segment's name tell the twin from the cause. Whether it moves the alert is the
-    account's and the episode's: a segment with little volume, a KPI the raise does not hurt;
-    an episode where it does account for an alert is rejected by the oracle gate."""
+    the whole range was smaller, and the raise's size named the cause). With probability
+    ``near_incident`` it is written on a campaign where the episode's causes act: a cause's
+    edit always names the alerted campaign, and twins placed anywhere named it in 7% of the
+    other episodes, so "a large raise on the alerted campaign" named the cause (precision
+    0.90). Its slice is the broader of two draws, as accepted raises are. No preference for
+    small segments: that would make the edited segment's name tell
+    the twin from the cause. Whether it moves the alert is the account's and the episode's: a
+    segment with little volume, a KPI the raise does not hurt, a smart-bidding campaign that
+    ignores it; an episode where it does account for an alert is rejected by the oracle gate."""
     point = ctx.points["BID_MODIFIER_CHANGE"]
-    draw = point.sample(rng, ctx.panel)
+    draw = None
+    if ctx.incident and rng.random() < prior.near_incident:
+        draw = _near_incident(ctx, point, rng, prior.incident_tries)
+    if draw is None:
+        draw = _broader(ctx, point, rng)
     low, high = point.prior.strength
     q0, q1 = prior.bid_quantiles
     draw = replace(draw, strength=low + (q0 + (q1 - q0) * float(rng.random())) * (high - low))
+    draw = _recent(ctx, prior, draw, rng)
     edits = draw_edits("bid_modifier", draw, ctx.panel, ctx.specs, _hour(rng))
     if not edits:
         return None
@@ -152,7 +234,7 @@ def _bid_twin(ctx: TwinContext, prior: TwinPrior, rng: np.random.Generator) -> P
 
 
 def _targeting_twin(ctx: TwinContext, prior: TwinPrior, rng: np.random.Generator) -> Process | None:
-    draw = ctx.points["TARGETING_EXPANSION"].sample(rng, ctx.panel)
+    draw = _recent(ctx, prior, ctx.points["TARGETING_EXPANSION"].sample(rng, ctx.panel), rng)
     gain = float(rng.uniform(*prior.targeting_gain))
     edits = draw_edits("targeting", draw, ctx.panel, ctx.specs, _hour(rng))
     iv = Scale("targeting_eligibility", where=draw.slice, window=draw.window, factor=1.0 + gain)
@@ -208,6 +290,13 @@ def sample_twins(
     for _ in range(n):
         cause = causes[int(rng.choice(len(causes), p=weights / weights.sum()))]
         twin = SAMPLERS[cause](ctx, prior, rng)
-        if twin is not None:
-            out.append(twin)
+        if twin is None:
+            continue
+        out.append(twin)
+        if "headroom" in twin.details:  # later twins see the room this one was given
+            ctx = replace(
+                ctx,
+                state=ctx.state.with_headroom(twin.details["headroom"]),
+                cut=ctx.cut | set(twin.details["campaigns"]),
+            )
     return tuple(out)

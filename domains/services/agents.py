@@ -1,6 +1,6 @@
 """A scripted SRE for the services domain, acting only through the agent tools.
 
-``services_teacher`` reads the change log, loads the metrics into arrays in the python tool
+``services_scripted`` (the teacher before the investigating one, :mod:`.teacher`) reads the change log, loads the metrics into arrays in the python tool
 (:mod:`causaltrace_domains.services.notebook`), measures every cause's footprint on every candidate slice
 for onsets over the last three hours, and keeps the footprints that are large and significant.
 Footprints that a deeper cause also produces are ranked below it (a cache that lost nodes loads
@@ -37,7 +37,7 @@ PRIORITY = (
 class ServicesTeacherAgent(Agent):
     """The scripted SRE (see the module docstring)."""
 
-    name = "services_teacher"
+    name = "services_scripted"
 
     async def _call(self, session, name: str, arguments: dict, thought: str) -> str:
         results = await session.turn([{"name": name, "arguments": arguments}], thought)

@@ -49,7 +49,11 @@ class ServicesDomain(Domain):
         points = intervention_points((n - ONSET_FROM_END[0], n - ONSET_FROM_END[1]))
         return SCM(build_nodes(panel, cfg.noise), panel, points, name="services")
 
-    def background(self, rng: np.random.Generator) -> Background:
+    def background(
+        self, rng: np.random.Generator, draws: Sequence[InterventionDraw] = ()
+    ) -> Background:
+        """Independent of the draws: the harmless changes in the alerted cells
+        (``alert_decoys``) are written with the change log, whichever the cause is."""
         return sample_background(self.scm.panel, self.settings, rng)
 
     def change_onsets(self) -> tuple[int, int]:

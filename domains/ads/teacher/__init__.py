@@ -5,7 +5,7 @@ it has seen, chooses each next query by the information it is expected to give a
 the result in its own code, says which hypotheses the numbers strengthen or rule out, and submits
 when one hypothesis (or a set, for concurrent causes) dominates. See docs/teacher.md.
 
-Modules, one job each: :mod:`.page` (the prompt), :mod:`.rows` (tool output tables),
+Modules, one job each: :mod:`.page` (the prompt),
 :mod:`.signatures` (what the domain declares about each cause), :mod:`.queries` (the SQL an
 analyst types), :mod:`.stats` (arithmetic on returned rows), :mod:`.belief` (hypotheses, posterior,
 information gain), :mod:`.probes` (what each query covers and how its rows update the belief),

@@ -14,10 +14,10 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from causaltrace.agents.result_tables import num, parse_table
 from causaltrace_domains.ads.teacher.belief import RELEVANT, Belief, Hypothesis
 from causaltrace_domains.ads.teacher.page import Page
 from causaltrace_domains.ads.teacher.queries import Sql
-from causaltrace_domains.ads.teacher.rows import num, parse_table
 from causaltrace_domains.ads.teacher.signatures import (
     EDIT_KIND,
     KPI_COLUMNS,

@@ -1,5 +1,5 @@
-"""Reading the sql tool's text tables back into rows, keeping every value as printed so that the
-teacher can quote exactly what the analyst saw."""
+"""Reading the sql tool's text tables back into rows, keeping every value as printed so that a
+scripted agent (a domain's teacher) can quote exactly what the analyst saw."""
 
 from __future__ import annotations
 
