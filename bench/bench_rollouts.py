@@ -16,7 +16,7 @@
 ``--quick`` (CI, about a minute) measures memory at 6 rollouts and loads 4 x 4 sessions. Run it as
 a normal user too (``sh scripts/nonroot-check.sh`` does, as root): the fork server then runs in
 an unprivileged user namespace. Prints who ran it and whether workers were forked, then a
-Markdown table; ``--json PATH`` writes the raw numbers.
+Markdown table; ``--json PATH`` writes the raw numbers; ``--memory-only`` skips the load.
 """
 
 from __future__ import annotations
@@ -208,9 +208,10 @@ async def main_async(args) -> dict:
     result["memory"] = await memory_phase(
         source, source.episode_ids[: args.memory_k], args.memory_k
     )
-    result["load"] = await load_phase(
-        source, episodes, args.samples, args.floor_mb, args.session_mb
-    )
+    if not args.memory_only:
+        result["load"] = await load_phase(
+            source, episodes, args.samples, args.floor_mb, args.session_mb
+        )
     return result
 
 
@@ -230,11 +231,14 @@ def main() -> None:
         action="store_true",
         help="a short run (CI): --memory-k 6 --episodes 4 --samples 4",
     )
+    parser.add_argument(
+        "--memory-only", action="store_true", help="the memory phase alone (no GRPO load)"
+    )
     args = parser.parse_args()
     if args.quick:
         args.memory_k, args.episodes, args.samples = 6, 4, 4
     result = asyncio.run(main_async(args))
-    mem, load = result["memory"], result["load"]
+    mem, load = result["memory"], result.get("load")
     who = "root" if result["uid"] == 0 else f"a normal user (uid {result['uid']})"
     print(f"run as {who}; dataset {result['dataset']}\n")
     print("| measure | value |\n| --- | --- |")
@@ -244,6 +248,10 @@ def main() -> None:
             f"{m['ratio_to_tables']:.2f}x its tables ({m['tables_mb']:.1f} MB); workers "
             f"{'forked' if m['forked'] else 'cold'} |"
         )
+    if load is None:
+        if args.json:
+            Path(args.json).write_text(json.dumps(result, indent=2))
+        return
     print(
         f"| GRPO load: requested / served / refused (HostFull) | {load['requested']} / {load['served']} / {load['refused_host_full']} |"
     )

@@ -1,6 +1,7 @@
 """Channels between episodes and from agent code to the host (issue 12, D4 to D8; issue 26,
-D9), under every sandbox kind: kernel keyrings, file locks, shared memory, processes and threads
-that outlive a call, builtins, signals, host-wide settings, crashes and memory growth.
+D9, D10), under every sandbox kind: kernel keyrings, file locks, shared memory, processes and
+threads that outlive a call, builtins, signals, files left behind, host-wide settings, crashes
+and memory growth.
 
 No test here is skipped on a machine that has the sandbox tool: a sandbox that cannot start is a
 failure, with the reason.
@@ -8,6 +9,7 @@ failure, with the reason.
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import time
@@ -342,6 +344,36 @@ def test_d9_signals_reach_no_other_episode(two):
     assert b.python("len(hits)") == "0"  # no handler run in the other episode
     # The counter works: a SIGCONT b sends itself is counted.
     assert b.python("import os, signal; os.kill(os.getpid(), signal.SIGCONT); len(hits)") == "1"
+
+
+# -- D10: files left for another episode -----------------------------------------------------
+# Workers forked from one fork server share its mount tree outside their own /tmp, /dev/shm and
+# /episode: run by a normal user, whose uid owns the server's /dev tmpfs, one worker could once
+# write a file to /dev that every other episode then read.
+LEAVE_FILES = """
+import os
+left = []
+for line in open('/proc/self/mountinfo'):
+    target = line.split()[4]
+    if target.startswith(('/proc', '/sys')) or not os.path.isdir(target):
+        continue
+    try:
+        with open(os.path.join(target, 'ct-d10-mark'), 'w') as handle:
+            handle.write('LEFT')
+        left.append(target)
+    except OSError:
+        pass
+print(sorted(set(left)))
+"""
+
+
+def test_d10_a_file_one_episode_writes_is_not_seen_by_another(two):
+    a, b = two
+    left = ast.literal_eval(a.python(LEAVE_FILES))
+    assert "/tmp" in left  # the probe can write where a sandbox may
+    marks = [os.path.join(path, "ct-d10-mark") for path in left]
+    seen = b.python(f"import os; print([p for p in {marks!r} if os.path.exists(p)])")
+    assert seen == "[]", (left, seen)
 
 
 # -- crashes and memory growth --------------------------------------------------------------------

@@ -57,6 +57,7 @@ print(json.dumps({{
     "caps": [status[k].strip() for k in ('CapInh', 'CapPrm', 'CapEff', 'CapBnd', 'CapAmb')],
     "no_new_privs": status['NoNewPrivs'].strip(),
     "seccomp": status['Seccomp'].strip(),
+    "dev": [bool(os.statvfs('/dev').f_flag & os.ST_RDONLY), open('/dev/null', 'w').write('x')],
 }}))
 """
 
@@ -107,6 +108,8 @@ def test_each_forked_worker_is_a_sandbox_of_its_own(tmp_path):
         assert seen["session"] == [1, 1], seen["session"]
         assert seen["caps"] == ["0000000000000000"] * 5, seen["caps"]
         assert seen["no_new_privs"] == "1" and seen["seccomp"] == "2"
+        # The server's /dev (one tmpfs for every fork) is read-only; its devices still work.
+        assert seen["dev"] == [True, 1], seen["dev"]
     # Its own PID namespace: only its supervisor (1) and REPL (2) are there.
     assert sa["pids"] == [1, 2] and sb["pids"] == [1, 2]
     # Its own /tmp: each sees only the one mark it wrote itself.

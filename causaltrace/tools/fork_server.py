@@ -130,10 +130,7 @@ def _make_namespaces(slot: str, slots: str, tmp_bytes: int) -> None:
     _check(_libc.unshare(flags), "unshare")
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     _mount(f"{slots}/{slot}/episode", "/episode", None, MS_BIND)
-    # In a user namespace the flags of the host's mount are locked: keep noexec if it is set.
-    noexec = MS_NOEXEC if os.statvfs("/episode").f_flag & os.ST_NOEXEC else 0
-    flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | noexec
-    _mount(None, "/episode", None, flags)
+    _remount_read_only("/episode", MS_NOSUID | MS_NODEV)
     _check(_libc.umount2(slots.encode(), MNT_DETACH), f"umount {slots}")
     if os.listdir(slots):
         raise SetupError(f"{slots} is still visible")
@@ -143,6 +140,24 @@ def _make_namespaces(slot: str, slots: str, tmp_bytes: int) -> None:
     _mount(
         "devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620"
     )
+    # /dev is the server's tmpfs (bwrap's --dev), one for every fork: read-only here, or a
+    # worker that may write to it (as a normal user's, whose uid owns it) would leave files
+    # there for the others. Its device nodes (bound files) still read and write.
+    _remount_read_only("/dev", MS_NOSUID)
+
+
+def _remount_read_only(target: str, flags: int = 0) -> None:
+    """Bind-remount the mount at ``target`` read-only with ``flags``, keeping the nosuid,
+    nodev and noexec it has: in a user namespace a host mount's flags are locked."""
+    have = os.statvfs(target).f_flag
+    for st_flag, ms_flag in (
+        (os.ST_NOSUID, MS_NOSUID),
+        (os.ST_NODEV, MS_NODEV),
+        (os.ST_NOEXEC, MS_NOEXEC),
+    ):
+        if have & st_flag:
+            flags |= ms_flag
+    _mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | flags)
 
 
 def _drop_privileges(uid: int, seccomp: bytes | None, userns: bool) -> None:
