@@ -292,8 +292,16 @@ PYTHON_ATTACKS = [
         ["PermissionError", "(no output)"],
     ),
     # PermissionError where uid 0 exists (real root started the sandbox); where the sandbox's
-    # user namespace maps only the worker's own uid, uid 0 does not exist at all (EINVAL).
-    ("setuid-root", "import os; os.setuid(0)", ["PermissionError", "[Errno 22] Invalid argument"]),
+    # user namespace maps only the worker's own uid, uid 0 does not exist at all (EINVAL). The
+    # unshare fallback of a normal user maps the user as root of its namespace: the worker is
+    # uid 0 already (setuid(0) changes nothing) and holds no capability (empty bounding set,
+    # SECBIT_NOROOT locked).
+    (
+        "setuid-root",
+        "import os\nos.setuid(0)\n"
+        "print('CapEff', [l.split()[1] for l in open('/proc/self/status') if l[:7] == 'CapEff:'])",
+        ["PermissionError", "[Errno 22] Invalid argument", "CapEff ['0000000000000000']"],
+    ),
     (
         "new-user-namespace-mount",
         "import subprocess\nr = subprocess.run(['unshare', '-r', 'mount', '-t', 'tmpfs', 'x', '/opt'],"
