@@ -13,7 +13,10 @@
 
     python bench/bench_rollouts.py --dataset data/ads_test --episodes 16 --samples 16
 
-Prints a Markdown table; ``--json PATH`` writes the raw numbers.
+``--quick`` (CI, about a minute) measures memory at 6 rollouts and loads 4 x 4 sessions. Run it as
+a normal user too (``sh scripts/nonroot-check.sh`` does, as root): the fork server then runs in
+an unprivileged user namespace. Prints who ran it and whether workers were forked, then a
+Markdown table; ``--json PATH`` writes the raw numbers; ``--memory-only`` skips the load.
 """
 
 from __future__ import annotations
@@ -85,6 +88,7 @@ async def memory_phase(source: DatasetSource, episodes: list[str], k: int) -> di
         tool_config = {"fork_server": mode, "warm_workers": 1}
         for label, chosen in (("distinct", episodes[:k]), ("same", [episodes[0]] * k)):
             async with SessionHost(tool_config, HostConfig(max_sessions=k + 1)) as host:
+                forked = host.runtime.forking
                 totals = []
                 for stage in (chosen[:half], chosen[half:]):
                     for episode in stage:
@@ -100,6 +104,7 @@ async def memory_phase(source: DatasetSource, episodes: list[str], k: int) -> di
                 "tables_mb": tables / 2**20,
                 "ratio_to_tables": per_rollout / tables,
                 "total_mb_at_k": totals[1] / 2**20,
+                "forked": forked,
             }
     return out
 
@@ -194,13 +199,19 @@ async def load_phase(
 async def main_async(args) -> dict:
     source = DatasetSource(args.dataset)
     episodes = source.episode_ids[: args.episodes]
-    result = {"dataset": str(source.root), "episodes": len(episodes), "samples": args.samples}
+    result = {
+        "dataset": str(source.root),
+        "episodes": len(episodes),
+        "samples": args.samples,
+        "uid": os.geteuid(),
+    }
     result["memory"] = await memory_phase(
         source, source.episode_ids[: args.memory_k], args.memory_k
     )
-    result["load"] = await load_phase(
-        source, episodes, args.samples, args.floor_mb, args.session_mb
-    )
+    if not args.memory_only:
+        result["load"] = await load_phase(
+            source, episodes, args.samples, args.floor_mb, args.session_mb
+        )
     return result
 
 
@@ -215,15 +226,32 @@ def main() -> None:
         "--session-mb", type=float, default=None, help="host session_mb (default: by mode)"
     )
     parser.add_argument("--json", default=None)
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a short run (CI): --memory-k 6 --episodes 4 --samples 4",
+    )
+    parser.add_argument(
+        "--memory-only", action="store_true", help="the memory phase alone (no GRPO load)"
+    )
     args = parser.parse_args()
+    if args.quick:
+        args.memory_k, args.episodes, args.samples = 6, 4, 4
     result = asyncio.run(main_async(args))
-    mem, load = result["memory"], result["load"]
+    mem, load = result["memory"], result.get("load")
+    who = "root" if result["uid"] == 0 else f"a normal user (uid {result['uid']})"
+    print(f"run as {who}; dataset {result['dataset']}\n")
     print("| measure | value |\n| --- | --- |")
     for label, m in mem.items():
         print(
             f"| memory per additional rollout, {label} | {m['pss_mb_per_rollout']:.1f} MB = "
-            f"{m['ratio_to_tables']:.2f}x its tables ({m['tables_mb']:.1f} MB) |"
+            f"{m['ratio_to_tables']:.2f}x its tables ({m['tables_mb']:.1f} MB); workers "
+            f"{'forked' if m['forked'] else 'cold'} |"
         )
+    if load is None:
+        if args.json:
+            Path(args.json).write_text(json.dumps(result, indent=2))
+        return
     print(
         f"| GRPO load: requested / served / refused (HostFull) | {load['requested']} / {load['served']} / {load['refused_host_full']} |"
     )

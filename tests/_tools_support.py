@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -50,10 +49,12 @@ def copy_episode(source: Path, target: Path) -> Path:
 
 
 # The sandbox set-ups every isolation test runs under: bwrap with workers forked from a fork
-# server (as root; elsewhere the fork server is unavailable and "auto" starts one sandbox per
-# worker), bwrap with one cold sandbox per worker, and the unshare fallback.
+# server (as root, workers switch to random uids; as a normal user, the server is root of an
+# unprivileged user namespace and each worker makes a user namespace of its own: run the suites
+# as a normal user with scripts/nonroot-check.sh), bwrap with one cold sandbox per worker, and
+# the unshare fallback.
 SANDBOX_KINDS = {
-    "bwrap": {"sandbox": "bwrap", "fork_server": "on" if os.geteuid() == 0 else "auto"},
+    "bwrap": {"sandbox": "bwrap", "fork_server": "on"},
     "bwrap-cold": {"sandbox": "bwrap", "fork_server": "off"},
     "unshare": {"sandbox": "unshare"},
 }

@@ -1,6 +1,7 @@
-"""Channels between episodes and from agent code to the host (issue 12, D4 to D8), under every
-sandbox kind: kernel keyrings, file locks, shared memory, processes and threads that outlive a
-call, builtins, host-wide settings, crashes and memory growth.
+"""Channels between episodes and from agent code to the host (issue 12, D4 to D8; issue 26,
+D9, D10), under every sandbox kind: kernel keyrings, file locks, shared memory, processes and
+threads that outlive a call, builtins, signals, files left behind, host-wide settings, crashes
+and memory growth.
 
 No test here is skipped on a machine that has the sandbox tool: a sandbox that cannot start is a
 failure, with the reason.
@@ -8,6 +9,7 @@ failure, with the reason.
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import time
@@ -305,6 +307,75 @@ def test_d8_breaking_builtins_does_not_break_the_next_call(runtime, episode_dir)
         assert tools.tools.restarts == 0
 
 
+# -- D9: signals --------------------------------------------------------------------------------
+# Forked workers once shared the fork server's session and process group, so kill(0, SIGCONT)
+# in one episode ran another episode's SIGCONT handler (a 32-bit pattern crossed that way).
+COUNT_SIGCONT = """
+import signal
+hits = []
+signal.signal(signal.SIGCONT, lambda *args: hits.append(1))
+print("armed")
+"""
+SEND_SIGCONT = """
+import os, signal
+mine = []
+signal.signal(signal.SIGCONT, lambda *args: mine.append(1))
+os.kill(0, signal.SIGCONT)  # my process group
+delivered = 0
+for pid in range(1, 1 << 15):  # every PID and process group it could name
+    for target in (pid, -pid):
+        try:
+            os.kill(target, signal.SIGCONT)
+            delivered += 1
+        except OSError:
+            pass
+try:
+    os.kill(-1, signal.SIGCONT)  # everything it may signal
+except OSError:
+    pass
+print(len(mine) > 0, delivered > 0)
+"""
+
+
+def test_d9_signals_reach_no_other_episode(two):
+    a, b = two
+    assert b.python(COUNT_SIGCONT) == "armed"
+    assert a.python(SEND_SIGCONT) == "True True"  # the signals were sent, and reached a itself
+    assert b.python("len(hits)") == "0"  # no handler run in the other episode
+    # The counter works: a SIGCONT b sends itself is counted.
+    assert b.python("import os, signal; os.kill(os.getpid(), signal.SIGCONT); len(hits)") == "1"
+
+
+# -- D10: files left for another episode -----------------------------------------------------
+# Workers forked from one fork server share its mount tree outside their own /tmp, /dev/shm and
+# /episode: run by a normal user, whose uid owns the server's /dev tmpfs, one worker could once
+# write a file to /dev that every other episode then read.
+LEAVE_FILES = """
+import os
+left = []
+for line in open('/proc/self/mountinfo'):
+    target = line.split()[4]
+    if target.startswith(('/proc', '/sys')) or not os.path.isdir(target):
+        continue
+    try:
+        with open(os.path.join(target, 'ct-d10-mark'), 'w') as handle:
+            handle.write('LEFT')
+        left.append(target)
+    except OSError:
+        pass
+print(sorted(set(left)))
+"""
+
+
+def test_d10_a_file_one_episode_writes_is_not_seen_by_another(two):
+    a, b = two
+    left = ast.literal_eval(a.python(LEAVE_FILES))
+    assert "/tmp" in left  # the probe can write where a sandbox may
+    marks = [os.path.join(path, "ct-d10-mark") for path in left]
+    seen = b.python(f"import os; print([p for p in {marks!r} if os.path.exists(p)])")
+    assert seen == "[]", (left, seen)
+
+
 # -- crashes and memory growth --------------------------------------------------------------------
 @pytest.mark.parametrize(
     "code",
@@ -356,6 +427,43 @@ def test_unshare_mode_leaves_host_settings_unchanged(episode_dir):
     with SyncToolRuntime(config) as rt, rt.episode(episode_dir) as tools:
         assert tools.python("orders.shape") == "(400, 5)"
     assert {p: p.read_text() for p in files} == before
+
+
+SOCKET_FAMILIES = """
+import json, socket
+made, refused = set(), {}
+for family in range(64):
+    for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM, socket.SOCK_RAW):
+        try:
+            socket.socket(family, kind).close()
+            made.add(family)
+        except OSError as exc:
+            refused.setdefault(family, exc.errno)
+a, b = socket.socketpair()
+print(json.dumps({"made": sorted(made), "vsock": refused.get(40), "netlink": refused.get(16)}))
+"""
+
+
+def test_the_seccomp_filter_allows_three_socket_families_only():
+    """The filter itself, loaded by the unshare launcher's loader into a plain child process
+    (no sandbox around it): vsock, netlink and every other family fail with EAFNOSUPPORT;
+    AF_UNIX, AF_INET and AF_INET6 work. Without the filter the same child creates netlink
+    sockets."""
+    import json
+    import subprocess
+    import sys
+
+    from causaltrace.tools.seccomp import SECCOMP_LOADER, seccomp_filter
+
+    program = seccomp_filter()
+    assert program is not None
+    loader = [sys.executable, "-I", "-S", "-c", SECCOMP_LOADER, program.hex()]
+    child = [sys.executable, "-I", "-S", "-c", SOCKET_FAMILIES]
+    filtered = subprocess.run([*loader, *child], capture_output=True, text=True, timeout=60)
+    assert filtered.returncode == 0, filtered.stderr
+    assert json.loads(filtered.stdout) == {"made": [1, 2, 10], "vsock": 97, "netlink": 97}
+    bare = subprocess.run(child, capture_output=True, text=True, timeout=60)
+    assert 16 in json.loads(bare.stdout)["made"]  # netlink, where nothing filters it
 
 
 def test_the_seccomp_filter_is_well_formed():

@@ -216,6 +216,42 @@ PYTHON_ATTACKS = [
         ["Connection refused", "Network is unreachable"],  # the sandbox's own loopback
     ),
     ("dns", "import socket; socket.getaddrinfo('example.com', 80)", ["gaierror"]),
+    # Socket families a network namespace does not isolate (vsock reaches the hypervisor) or
+    # that configure the kernel (netlink): only AF_UNIX, AF_INET and AF_INET6 can be created.
+    (
+        "socket-vsock",
+        "import socket; socket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)",
+        ["Address family not supported"],
+    ),
+    (
+        "socket-netlink",
+        "import socket; socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)",
+        ["Address family not supported"],
+    ),
+    (
+        "socket-other-families",
+        "import socket\nmade = []\nfor family in range(64):\n"
+        "    for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM, socket.SOCK_RAW):\n"
+        "        for make in (socket.socket, socket.socketpair):\n"
+        "            try: make(family, kind)\n            except OSError: continue\n"
+        "            made.append(family)\n"
+        "print(sorted(set(made) - {{1, 2, 10}}), 1 in made)",
+        ["[] True"],
+    ),
+    (
+        # The table files leave the slot after loading; no descriptor of them may stay open
+        # (os.fstat would show their sizes and times).
+        "table-descriptors",
+        "import os, stat\nslot = os.stat('/episode').st_dev\nseen = []\n"
+        "for fd in map(int, os.listdir('/proc/self/fd')):\n"
+        "    try: st, target = os.fstat(fd), os.readlink(f'/proc/self/fd/{{fd}}')\n"
+        "    except OSError: continue\n"
+        "    if stat.S_ISREG(st.st_mode) and (st.st_dev == slot or 'episode' in target\n"
+        "            or target.endswith(('.arrow', '.parquet', '.arrow (deleted)'))):\n"
+        "        seen.append((target, st.st_size))\n"
+        "print('table descriptors:', seen)",
+        ["table descriptors: []"],
+    ),
     (
         "fork-bomb",
         "import os\nwhile True:\n    os.fork()",
@@ -255,7 +291,17 @@ PYTHON_ATTACKS = [
         "import os, signal; os.kill(1, signal.SIGKILL)",
         ["PermissionError", "(no output)"],
     ),
-    ("setuid-root", "import os; os.setuid(0)", ["PermissionError"]),
+    # PermissionError where uid 0 exists (real root started the sandbox); where the sandbox's
+    # user namespace maps only the worker's own uid, uid 0 does not exist at all (EINVAL). The
+    # unshare fallback of a normal user maps the user as root of its namespace: the worker is
+    # uid 0 already (setuid(0) changes nothing) and holds no capability (empty bounding set,
+    # SECBIT_NOROOT locked).
+    (
+        "setuid-root",
+        "import os\nos.setuid(0)\n"
+        "print('CapEff', [l.split()[1] for l in open('/proc/self/status') if l[:7] == 'CapEff:'])",
+        ["PermissionError", "[Errno 22] Invalid argument", "CapEff ['0000000000000000']"],
+    ),
     (
         "new-user-namespace-mount",
         "import subprocess\nr = subprocess.run(['unshare', '-r', 'mount', '-t', 'tmpfs', 'x', '/opt'],"
@@ -273,6 +319,23 @@ def test_python_attack(env, name, code, expected):
     if name == "list-host-site-packages":  # masked (empty) or absent, never the real listing
         for line in out.splitlines():
             assert line.endswith(("[]", "FileNotFoundError")), line
+    env.check_alive()
+
+
+def test_oversized_code_is_refused_by_name(env):
+    """Code past the python tool's limit is refused with a message, like SQL past its own; the
+    namespace is untouched. Code at the limit runs."""
+    from causaltrace.tools.session import MAX_CODE_CHARS
+
+    env.tools.python("kept = 'namespace intact'")
+    restarts = env.tools.tools.restarts
+    out = env.tools.python("#" * 70_000_000)
+    assert out.startswith("Error: the code is 70000000 characters long"), out[:300]
+    assert f"at most {MAX_CODE_CHARS}" in out
+    assert env.tools.python("kept") == "'namespace intact'"
+    at_limit = "#" * (MAX_CODE_CHARS - 6) + "\n1 + 1"
+    assert len(at_limit) == MAX_CODE_CHARS and env.tools.python(at_limit) == "2"
+    assert env.tools.tools.restarts == restarts
     env.check_alive()
 
 

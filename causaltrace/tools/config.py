@@ -74,8 +74,10 @@ class ToolConfig:
     worker_start_timeout: float = 120.0
     # Fork workers from one warm sandbox per tool (tools/fork_server.py): libraries shared
     # copy-on-write, each worker still in its own namespaces with its own uid and limits.
-    # "auto": where the launcher supports it (bwrap as root), else one sandbox per worker;
-    # "on": refuse to start without it; "off": one sandbox per worker.
+    # "auto": where the launcher supports it (bwrap: as root, workers switch to random uids; as
+    # a normal user, the server runs in an unprivileged user namespace and each worker makes
+    # one of its own), else one sandbox per worker; "on": refuse to start without it; "off":
+    # one sandbox per worker. A server that dies is restarted (tools/fork_keeper.py).
     fork_server: ForkServerPreference = "auto"
 
     def __post_init__(self) -> None:

@@ -14,8 +14,16 @@ Every forked worker is still a sandbox of its own before any of its code runs:
   (read-only, at ``settings["slots"]``); the worker binds its own at ``/episode`` and unmounts
   the rest from its namespace before anything else runs;
 * every file descriptor but its own pipes closed, and a pseudo-terminal instance of its own;
+* a session (and process group) of its own, so that a signal sent to "my process group"
+  (``kill(0, ...)``) reaches its own processes only, never the server or another worker;
 * a random unprivileged uid chosen by the host (so ``RLIMIT_NPROC`` counts that sandbox alone),
-  no supplementary groups, every capability dropped (bounding set too), ``no_new_privs``;
+  every capability dropped (bounding set too), ``no_new_privs``. As real root (the server runs
+  without a user namespace) the worker switches to that uid, with no supplementary groups. As
+  a normal user (the server is root of an unprivileged user namespace, ``settings["userns"]``)
+  it makes a user namespace of its own whose uid map has that one uid, mapped to the server's;
+  the namespaces made before it (mount, PID, network...) belong to the server's user namespace,
+  so the worker holds no capability over them even before it drops its own, and it can create
+  no further user namespace (``user.max_user_namespaces`` is 0 in its own);
 * the seccomp filter of the launcher (``sandbox.seccomp_filter``), installed last because it
   refuses the namespace and mount calls above;
 * its own resource limits, set by the worker program itself (``worker_protocol.apply_limits``).
@@ -63,6 +71,7 @@ PR_SET_PDEATHSIG, PR_SET_SECCOMP, PR_CAPBSET_DROP, PR_SET_SECUREBITS = 1, 22, 24
 PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 38, 47, 4
 SECCOMP_MODE_FILTER = 2
 MNT_DETACH = 2
+CLONE_NEWUSER = 0x10000000
 # SECBIT_NOROOT, locked, and the locks of SECBIT_NO_SETUID_FIXUP and SECBIT_KEEP_CAPS (both
 # off): changing uid clears the capabilities, and uid 0 could never regain them.
 SECUREBITS = 0x01 | 0x02 | 0x08 | 0x20
@@ -121,7 +130,7 @@ def _make_namespaces(slot: str, slots: str, tmp_bytes: int) -> None:
     _check(_libc.unshare(flags), "unshare")
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     _mount(f"{slots}/{slot}/episode", "/episode", None, MS_BIND)
-    _mount(None, "/episode", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    _remount_read_only("/episode", MS_NOSUID | MS_NODEV)
     _check(_libc.umount2(slots.encode(), MNT_DETACH), f"umount {slots}")
     if os.listdir(slots):
         raise SetupError(f"{slots} is still visible")
@@ -131,29 +140,81 @@ def _make_namespaces(slot: str, slots: str, tmp_bytes: int) -> None:
     _mount(
         "devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620"
     )
+    # /dev is the server's tmpfs (bwrap's --dev), one for every fork: read-only here, or a
+    # worker that may write to it (as a normal user's, whose uid owns it) would leave files
+    # there for the others. Its device nodes (bound files) still read and write.
+    _remount_read_only("/dev", MS_NOSUID)
 
 
-def _drop_privileges(uid: int, seccomp: bytes | None) -> None:
-    """In the worker (PID 1 of its namespace): fresh /proc, then a nobody with no way back."""
+def _remount_read_only(target: str, flags: int = 0) -> None:
+    """Bind-remount the mount at ``target`` read-only with ``flags``, keeping the nosuid,
+    nodev and noexec it has: in a user namespace a host mount's flags are locked."""
+    have = os.statvfs(target).f_flag
+    for st_flag, ms_flag in (
+        (os.ST_NOSUID, MS_NOSUID),
+        (os.ST_NODEV, MS_NODEV),
+        (os.ST_NOEXEC, MS_NOEXEC),
+    ):
+        if have & st_flag:
+            flags |= ms_flag
+    _mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | flags)
+
+
+def _drop_privileges(uid: int, seccomp: bytes | None, userns: bool) -> None:
+    """In the worker (PID 1 of its namespace): fresh /proc, a session of its own, then a nobody
+    with no way back (in a user namespace of its own when ``userns``)."""
     _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     os.chdir("/episode")
+    os.setsid()  # kill(0, ...) from agent code reaches this sandbox's processes only
+    if userns:
+        _own_user_namespace(uid)
     for cap in range(64):  # stops at the first number this kernel does not know
         if _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
             break
     _check(_libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clear ambient")
     _check(_libc.prctl(PR_SET_SECUREBITS, SECUREBITS, 0, 0, 0), "securebits")
-    os.setgroups([])
+    if not userns:  # a user namespace's groups cannot be changed (setgroups is denied there)
+        os.setgroups([])
     os.setresgid(uid, uid, uid)
     os.setresuid(uid, uid, uid)
     header, data = _CapHeader(0x20080522, 0), (_CapData * 2)()  # _LINUX_CAPABILITY_VERSION_3
     _check(_libc.capset(ctypes.byref(header), data), "capset")
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    # Last of the credential changes: each of them clears the parent-death signal.
     _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "pdeathsig")
     if seccomp is not None:
         prog = _Prog(len(seccomp) // 8, seccomp)
         _check(
             _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0), "seccomp"
         )
+
+
+def _own_user_namespace(uid: int) -> None:
+    """A user namespace of this worker's own, where it is ``uid`` (and gid ``uid``): the only
+    id of its map, standing for the server's id in the parent namespace (an unprivileged
+    server has only the one). The worker keeps the capabilities of its new namespace until it
+    drops them; it has none over the namespaces the relay made, which belong to the server's."""
+    outer_uid, outer_gid = os.geteuid(), os.getegid()
+    _check(_libc.unshare(CLONE_NEWUSER), "unshare user namespace")
+    _write_proc("/proc/self/uid_map", f"{uid} {outer_uid} 1")
+    _write_proc("/proc/self/setgroups", "deny")
+    _write_proc("/proc/self/gid_map", f"{uid} {outer_gid} 1")
+    # No nested user namespace, whatever the seccomp filter lets through (it refuses them too).
+    _write_proc("/proc/sys/user/max_user_namespaces", "0")
+
+
+def _write_proc(path: str, text: str) -> None:
+    """One write(2) to a /proc file (id maps must be written in one call)."""
+    try:
+        fd = os.open(path, os.O_WRONLY)
+    except OSError as exc:
+        raise SetupError(f"open {path}: {exc.strerror}") from None
+    try:
+        os.write(fd, text.encode())
+    except OSError as exc:
+        raise SetupError(f"write {path}: {exc.strerror}") from None
+    finally:
+        os.close(fd)
 
 
 def _relay(request: dict, fds: list[int], settings: dict) -> None:
@@ -187,7 +248,7 @@ def _relay(request: dict, fds: list[int], settings: dict) -> None:
 def _run_worker(request: dict, settings: dict) -> None:
     try:
         seccomp = bytes.fromhex(settings["seccomp"]) if settings.get("seccomp") else None
-        _drop_privileges(int(request["uid"]), seccomp)
+        _drop_privileges(int(request["uid"]), seccomp, bool(settings.get("userns")))
         program = list(request["program"])
         module = PROGRAMS[os.path.basename(program[0])]
         sys.argv = program

@@ -33,7 +33,8 @@ _MAX_MESSAGE = 1 << 16
 # The relay's exit status when it could not build a worker's sandbox (fork_server.EXIT_SETUP).
 EXIT_SETUP = 87
 # What a worker's status reads as when its server died under it (the server's PID namespace
-# ended, and every worker with it): killed by SIGKILL, as bwrap's init reports it.
+# ended, and every worker with it): killed by SIGKILL, as bwrap's init reports it. The worker
+# also says so (:attr:`ForkedProcess.server_stopped`), so that nobody blames its memory use.
 _SERVER_GONE = 128 + signal.SIGKILL
 
 
@@ -47,8 +48,12 @@ class ForkedProcess:
         stdin: asyncio.StreamWriter,
         stdout: asyncio.StreamReader,
         stderr: asyncio.StreamReader,
+        server: ForkServer | None = None,
+        server_pid: int = -1,
     ):
         self.pid = host_pid if host_pid is not None else -1
+        self._server = server
+        self._server_pid = server_pid
         self.stdin = stdin
         self.stdout = stdout
         self.stderr = stderr
@@ -62,6 +67,12 @@ class ForkedProcess:
     @property
     def returncode(self) -> int | None:
         return self._exited.result() if self._exited.done() else None
+
+    @property
+    def server_stopped(self) -> bool:
+        """Whether this worker ended because its fork server stopped (taking every worker it
+        forked with it), rather than on its own."""
+        return self._server is not None and self._server_pid in self._server.lost
 
     async def wait(self) -> int:
         return await asyncio.shield(self._exited)
@@ -93,6 +104,8 @@ class ForkServer:
         self.control = control
         self.slot = slot
         self.host_pid: int | None = None  # the server's own host PID (PID 1 of its namespace)
+        # Relays (server PIDs) that were still running when the server stopped.
+        self.lost: set[int] = set()
         self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._exits: dict[int, asyncio.Future[int]] = {}
         self._ready: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
@@ -142,6 +155,11 @@ class ForkServer:
     def stderr_tail(self) -> str:
         return self._stderr.text()
 
+    async def wait_stopped(self) -> None:
+        """Return once the server has stopped (its control channel closed)."""
+        with contextlib.suppress(BaseException):
+            await asyncio.shield(self._reader)
+
     def _exit_future(self, server_pid: int) -> asyncio.Future[int]:
         """Resolved with the exit status of the relay ``server_pid`` when the server reports it
         (or when the server itself is gone)."""
@@ -184,8 +202,9 @@ class ForkServer:
             if not waiter.done():
                 waiter.set_exception(error)
         self._pending.clear()
-        for future in self._exits.values():
+        for server_pid, future in self._exits.items():
             if not future.done():
+                self.lost.add(server_pid)
                 future.set_result(_SERVER_GONE)
         self._exits.clear()
 
@@ -245,7 +264,7 @@ class ForkServer:
         stdout = await _reader(loop, stdout_r)
         stderr = await _reader(loop, stderr_r)
         host_pid = self._find_host_pid(server_pid, root=self.host_pid)
-        return ForkedProcess(reply["exited"], host_pid, stdin, stdout, stderr)
+        return ForkedProcess(reply["exited"], host_pid, stdin, stdout, stderr, self, server_pid)
 
     @staticmethod
     def _find_host_pid(server_pid: int, root: int | None) -> int | None:

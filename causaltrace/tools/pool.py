@@ -212,6 +212,11 @@ class SandboxProcess:
         code = self.proc.returncode
         if code is None:
             return "it closed its output"
+        if getattr(self.proc, "server_stopped", False):  # forking.ForkedProcess
+            return (
+                "the fork server it was started from stopped, ending every worker it had "
+                "started; a new one is being started"
+            )
         # bwrap's init reports a worker killed by signal N as exit status 128 + N.
         number = -code if code < 0 else code - 128 if code > 128 else 0
         try:
@@ -306,6 +311,7 @@ class WorkerPool(Generic[P]):
         self.process = process
         self._idle: deque[P] = deque()
         self._refills: set[asyncio.Task[None]] = set()
+        self._closing: set[asyncio.Task[None]] = set()
         self._spawn_slots = asyncio.Semaphore(config.spawn_concurrency)
         self._ready = asyncio.Event()
         self._closed = False
@@ -363,6 +369,17 @@ class WorkerPool(Generic[P]):
         self._idle.append(worker)
         self._ready.set()
 
+    def prune(self) -> None:
+        """Drop the idle workers that died (with the fork server that forked them), then
+        refill: otherwise they would hold their places in the pool until claimed."""
+        dead = [worker for worker in self._idle if not worker.alive]
+        for worker in dead:
+            self._idle.remove(worker)
+            task = asyncio.get_running_loop().create_task(worker.close())
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+        self.refill()
+
     async def claim(self) -> P:
         """A started worker that has never served an episode (warm if one is idle)."""
         if self._closed:
@@ -387,6 +404,9 @@ class WorkerPool(Generic[P]):
                 await task
         while self._idle:
             await self._idle.popleft().close()
+        for task in list(self._closing):
+            with contextlib.suppress(BaseException):
+                await task
 
 
 def children(pid: int) -> list[int]:

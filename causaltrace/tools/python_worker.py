@@ -423,21 +423,15 @@ def _mapped_frame(path: str):
     Those pages are the page cache's, shared by every worker of the episode. The mapping is
     private and writable, so agent code can assign into a DataFrame as with any other (pandas
     refuses to write into Arrow's read-only buffers): a write copies the page it touches into
-    this process, never into the file (opened read-only) or another worker's view.
+    this process, never into the file (opened read-only) or another worker's view. No
+    descriptor of the file stays open (:func:`_map_private`).
     """
-    import mmap
-
     import numpy as np
     import pandas as pd
     import pyarrow as pa
     import pyarrow.ipc
 
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        size = os.fstat(fd).st_size
-        mapping = mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
-    finally:
-        os.close(fd)
+    mapping, size = _map_private(path)
     table = pa.ipc.open_file(pa.BufferReader(pa.py_buffer(mapping))).read_all()
     frame = table.to_pandas(split_blocks=True)  # zero-copy where the layout allows
     whole = np.frombuffer(mapping, np.uint8)
@@ -459,6 +453,42 @@ def _mapped_frame(path: str):
     out = pd.DataFrame(columns, index=frame.index, copy=False)
     out.attrs.update(frame.attrs)
     return out
+
+
+def _map_private(path: str):
+    """Map the file at ``path`` private and writable (copy-on-write), and close it.
+
+    ``mmap.mmap`` keeps a duplicate of the file's descriptor for as long as the mapping lives,
+    and agent code could ``os.fstat`` it (the size and times of a table file, which the slot no
+    longer shows). Mapped with ``mmap(2)`` directly, the mapping needs no descriptor at all. It
+    is never unmapped: the tables live as long as the worker, which serves one episode. Returns
+    a writable buffer over the mapping and its size.
+    """
+    import ctypes
+    import mmap
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_long,
+    ]
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        size = os.fstat(fd).st_size
+        if size == 0:
+            raise OSError(f"{os.path.basename(path)} is empty")
+        prot = mmap.PROT_READ | mmap.PROT_WRITE
+        address = libc.mmap(None, size, prot, mmap.MAP_PRIVATE, fd, 0)
+        if address is None or address == ctypes.c_void_p(-1).value:
+            raise OSError(ctypes.get_errno(), f"mmap {os.path.basename(path)}")
+    finally:
+        os.close(fd)
+    return (ctypes.c_char * size).from_address(address), size
 
 
 def _single_threaded_duckdb() -> None:

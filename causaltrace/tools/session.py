@@ -31,6 +31,7 @@ from typing import Any
 
 from causaltrace.tools.config import SandboxError, SandboxUnavailableError, ToolConfig, ToolError
 from causaltrace.tools.episode import EpisodeData
+from causaltrace.tools.fork_keeper import ForkServerKeeper
 from causaltrace.tools.forking import ForkServer
 from causaltrace.tools.pool import SandboxProcess, WorkerDied, WorkerPool, WorkerProcess
 from causaltrace.tools.sandbox import Launcher, select_launcher
@@ -39,6 +40,10 @@ from causaltrace.tools.sql import SqlPool, SqlProcess, SqlTool, sql_launcher
 
 log = logging.getLogger("causaltrace.tools")
 TOOL_NAMES = ("sql", "python")
+# The longest code one python call takes (characters), like the sql tool's MAX_QUERY_CHARS:
+# longer code is refused with a message before it reaches the worker (whose request limit,
+# 64 MiB of JSON, it could otherwise pass and end the worker).
+MAX_CODE_CHARS = 1_000_000
 
 
 class ToolRuntime:
@@ -51,7 +56,7 @@ class ToolRuntime:
         self.sql_pool: SqlPool | None = None
         self._slot_root: Path | None = None
         self._episodes: set[EpisodeTools] = set()
-        self._fork_servers: list[ForkServer] = []
+        self._fork_keepers: list[ForkServerKeeper] = []
         self.arrow_tables: ArrowTables | None = None
 
     @property
@@ -92,39 +97,63 @@ class ToolRuntime:
     async def _start_fork_server(self, launcher: Launcher, process: type[SandboxProcess]) -> None:
         """Run a fork server for ``launcher`` per ``ToolConfig.fork_server``, once a worker
         forked from it (``process``) has started: a kernel that refuses a step of a fork's
-        sandbox then costs the fork server, not every worker ("auto" falls back)."""
+        sandbox then costs the fork server, not every worker ("auto" falls back). A keeper
+        (``fork_keeper.py``) restarts the server if it dies later."""
         if self.config.fork_server == "off" or not launcher.sandboxed:
             return
         assert self._slot_root is not None
+        slot_root = self._slot_root
+
+        async def start_server() -> ForkServer:
+            server = await ForkServer.start(launcher, self.config, slot_root)
+            launcher.fork_server = server
+            try:
+                probe = await process.start(launcher, slot_root, self.config)
+                await probe.close()
+            except BaseException:
+                launcher.fork_server = None
+                await server.close()
+                raise
+            return server
+
+        keeper = ForkServerKeeper(launcher, start_server, on_restart=self._refresh_pools)
         try:
-            server = await ForkServer.start(launcher, self.config, self._slot_root)
+            await keeper.start()
         except (SandboxUnavailableError, SandboxError) as exc:
             if self.config.fork_server == "on":
                 raise
-            log.info("no fork server (%s): one sandbox per worker", exc)
+            # Expected where the launcher has none (unshare); worth a warning elsewhere.
+            quiet = isinstance(exc, SandboxUnavailableError)
+            log.log(
+                logging.INFO if quiet else logging.WARNING,
+                "no fork server (%s): one sandbox per worker",
+                exc,
+            )
             return
-        launcher.fork_server = server
-        try:
-            probe = await process.start(launcher, self._slot_root, self.config)
-            await probe.close()
-        except BaseException as exc:
-            launcher.fork_server = None
-            await server.close()
-            if self.config.fork_server == "on" or not isinstance(exc, SandboxError):
-                raise
-            log.warning("the fork server cannot start workers (%s): one sandbox per worker", exc)
-            return
-        self._fork_servers.append(server)
+        self._fork_keepers.append(keeper)
+
+    def _refresh_pools(self) -> None:
+        """After a fork server restarted: drop the idle workers that died with the old one and
+        refill the pools (from the new one)."""
+        for pool in (self.pool, self.sql_pool):
+            if pool is not None:
+                pool.prune()
 
     async def _close_fork_servers(self) -> None:
-        servers, self._fork_servers = self._fork_servers, []
-        for server in servers:
-            await server.close()
+        keepers, self._fork_keepers = self._fork_keepers, []
+        for keeper in keepers:
+            await keeper.close()
 
     @property
     def forking(self) -> bool:
-        """Whether workers are forked from a warm fork server (``ToolConfig.fork_server``)."""
-        return bool(self._fork_servers)
+        """Whether workers are forked from a warm fork server right now (``ToolConfig.
+        fork_server``): False without one, and while a server that died is being restarted."""
+        return bool(self._fork_keepers) and all(k.running for k in self._fork_keepers)
+
+    @property
+    def fork_server_restarts(self) -> int:
+        """How many times a fork server of this runtime was restarted after it stopped."""
+        return sum(k.restarts for k in self._fork_keepers)
 
     async def wait_warm(self, timeout: float | None = None) -> None:
         """Wait until ``warm_workers`` Python and SQL workers are started and idle (raises if
@@ -307,6 +336,11 @@ class EpisodeTools:
         self._check_open()
         if not isinstance(code, str):
             return "Error: code must be a string."
+        if len(code) > MAX_CODE_CHARS:
+            return (
+                f"Error: the code is {len(code)} characters long; the python tool takes at most "
+                f"{MAX_CODE_CHARS}. Nothing ran; the Python namespace is unchanged."
+            )
         async with self._python_lock:
             timeout = self.config.python_timeout
             worker = await self._python_worker()
