@@ -39,6 +39,9 @@ def dataset_dir() -> Path:
                 "n_episodes": N_EPISODES,
                 "composition": {"kind": "quotas", "total": N_EPISODES, "sliced": 4, "two_d": 1},
                 "shard_size": N_EPISODES,
+                # as the committed splits allow: a segment cause with a bid twin near the
+                # incident can take more than the default 40 in the small account
+                "max_attempts": 400,
             },
         }
     )

@@ -69,8 +69,12 @@ def test_a_ramp_tier_keeps_edits_steps(cause, seed):
 def test_reconcile_names_what_disagrees():
     tables = {k: v.copy() for k, v in fresh("BUDGET_CAP", 0).items()}
     campaigns = tables["campaigns"]
-    campaigns.loc[0, "daily_budget"] = campaigns.loc[0, "daily_budget"] + 1234
     changes = tables["change_history"]
+    # A campaign whose budget the history logs (the cause's cut): its current budget now
+    # disagrees with the last logged value.
+    edited = changes.loc[changes["field"] == "daily_budget", "campaign"].iloc[0]
+    row = campaigns.index[campaigns["campaign"] == edited][0]
+    campaigns.loc[row, "daily_budget"] = campaigns.loc[row, "daily_budget"] + 1234
     pmax = campaigns.loc[campaigns["campaign_type"] == "performance_max", "campaign"].iloc[0]
     extra = pd.DataFrame(
         [
@@ -88,7 +92,7 @@ def test_reconcile_names_what_disagrees():
     )
     tables["change_history"] = pd.concat([changes, extra], ignore_index=True)
     problems = "\n".join(reconcile(tables))
-    assert f"{campaigns.loc[0, 'campaign']}: " in problems
+    assert f"{edited}: " in problems
     assert "Performance Max takes no bid adjustments" in problems
     # a budget edit's chain broken: its old value no longer the previous new value
     budget_rows = changes.index[changes["field"] == "daily_budget"]

@@ -355,10 +355,10 @@ def test_a_cut_told_by_its_level_is_flagged():
 # -- the committed test split -----------------------------------------------------------------
 # Issue 23's target: on the committed ads_test split, no cause can be named by a rule over its
 # non-metric data (change history, campaigns, creatives, the alert lines) with out-of-fold
-# precision >= 0.85 at recall >= 0.3, read as causaltrace-audit reads it: every episode of
-# the split, the probe's default forest. (On the first 150 episodes with 50 trees the probe
-# once named BID_MODIFIER_CHANGE 7 of 7 at n = 11: with ~11 positives its out-of-fold
-# precision swings by tens of points, so the verdict is taken on the whole split.)
+# precision >= 0.85 at recall >= 0.3: every episode of the split, the probe's default forest,
+# the stream the audit spawns from seed 0. Here no cause is flagged; the audit's own run on the
+# same split flagged TARGETING_EXPANSION 10 of 11 (recall 0.48): with ~20 positives per cause
+# the verdict moves with the folds and the forest's draws (docs/domain-ads.md). Open.
 ADS_TEST = Path(__file__).resolve().parents[1] / "data" / "ads_test"
 
 
@@ -380,7 +380,8 @@ def test_the_committed_split_has_no_non_metric_shortcut(tmp_path):
         label = labels[episode]
         truths.append({label["cause"], *(a["cause"] for a in label.get("also") or ())})
     causes = sorted(set().union(*truths))
-    probe = rule_probe(record_frame(rows), truths, causes, np.random.default_rng(0))
+    stream = np.random.default_rng(0).spawn(1)[0]  # causaltrace/audit/run.py's
+    probe = rule_probe(record_frame(rows), truths, causes, stream)
     assert probe.shortcuts == [], [
         (r.cause, r.hits, r.predicted, r.n, r.rule) for r in probe.shortcuts
     ]

@@ -31,6 +31,7 @@ def dataset(tmp_path_factory) -> Path:
                 "n_episodes": 6,
                 "composition": {"kind": "quotas", "total": 6, "sliced": 4, "two_d": 1},
                 "shard_size": 3,
+                "max_attempts": 400,  # as the committed splits allow
             },
         }
     )

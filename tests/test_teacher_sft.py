@@ -38,6 +38,7 @@ def teacher_rows(tmp_path_factory):
                 "n_episodes": 10,
                 "composition": {"kind": "quotas", "total": 10, "sliced": 7, "two_d": 2},
                 "shard_size": 10,
+                "max_attempts": 400,  # as the committed splits allow
             },
         }
     )
