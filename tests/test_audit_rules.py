@@ -326,6 +326,11 @@ def test_a_planted_rule_is_flagged_for_its_cause_only():
     planted = rules["PLANTED"]
     assert planted.precision[0] >= 0.85 and planted.recall[0] >= 0.3 and planted.n == 24
     assert planted.folds == 5 and "final_url" in planted.rule
+    # Pooled over the default three fold draws: the pooled precision is the draws' precisions
+    # weighted by how many each named, so it lies between the lowest and the highest.
+    assert planted.repeats == 3 and len(planted.spread) == 3
+    assert min(planted.spread) - 1e-12 <= planted.precision[0] <= max(planted.spread) + 1e-12
+    assert planted.hits <= planted.n * planted.repeats
     for cause in ("OTHER_A", "OTHER_B", "OTHER_C"):
         assert rules[cause].verdict == "no shortcut"
         assert rules[cause].precision[0] < 0.85 or rules[cause].recall[0] < 0.3
@@ -356,9 +361,9 @@ def test_a_cut_told_by_its_level_is_flagged():
 # Issue 23's target: on the committed ads_test split, no cause can be named by a rule over its
 # non-metric data (change history, campaigns, creatives, the alert lines) with out-of-fold
 # precision >= 0.85 at recall >= 0.3: every episode of the split, the probe's default forest,
-# the stream the audit spawns from seed 0. Here no cause is flagged; the audit's own run on the
-# same split flagged TARGETING_EXPANSION 10 of 11 (recall 0.48): with ~20 positives per cause
-# the verdict moves with the folds and the forest's draws (docs/domain-ads.md). Open.
+# the stream the audit spawns from seed 0, rates pooled over the default three fold draws. One
+# draw's verdict moved with the folds (~20 positives per cause: the audit's single draw once
+# flagged TARGETING_EXPANSION at 10 of 11, other draws put it at 0.47-0.64); pooled, it is 0.61.
 ADS_TEST = Path(__file__).resolve().parents[1] / "data" / "ads_test"
 
 

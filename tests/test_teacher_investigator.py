@@ -3,6 +3,8 @@ printed, the belief moves with evidence, and the queries are short, valid SQL on
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import duckdb
 import numpy as np
 import pandas as pd
@@ -13,6 +15,7 @@ from causaltrace.agents.result_tables import parse_table
 from causaltrace_domains.ads.causes import CAUSES
 from causaltrace_domains.ads.teacher.belief import Belief, Hypothesis
 from causaltrace_domains.ads.teacher.page import parse_page
+from causaltrace_domains.ads.teacher.probes import InvalidScan, State
 from causaltrace_domains.ads.teacher.queries import MAX_CHARS, Sql
 from causaltrace_domains.ads.teacher.signatures import ALLOWED, SLICE_DIMS, candidate_slices
 from causaltrace_domains.ads.teacher.stats import (
@@ -122,6 +125,43 @@ def test_alert_share_of_a_region_that_made_the_move():
         rows, lambda lab: True, lambda lab: lab["in_slice"] == "False", "cost", None, 3
     )
     assert none < 0.25  # a region that held while the rest moved accounts for none of it
+
+
+def test_alert_share_is_a_share_of_the_paged_move():
+    # The rows compare with three clean weeks: the region's part is +25% of the scope's level
+    # (it went 100 -> 200 a week while the rest held at 300). The page compares with four weeks
+    # that may already hold the fault's start, so it can print a smaller move: the share is of
+    # what the page shows (the label's rule), here 0.25 / 0.20.
+    rows = [
+        ({"campaign": "a", "in_slice": "True"}, {"cost_before": 300.0, "cost_now": 200.0}),
+        ({"campaign": "a", "in_slice": "False"}, {"cost_before": 900.0, "cost_now": 300.0}),
+    ]
+    region = lambda lab: lab["in_slice"] == "True"  # noqa: E731
+    on_rows = alert_share(rows, lambda lab: True, region, "cost", None, 3)
+    paged = alert_share(rows, lambda lab: True, region, "cost", None, 3, paged_move=0.20)
+    assert on_rows == pytest.approx(1.0)
+    assert paged == pytest.approx(0.25 / 0.20)
+    # a page that moved the other way than the rows is no denominator: the rows' move is kept
+    assert alert_share(rows, lambda lab: True, region, "cost", None, 3, -0.2) == on_rows
+    alert = parse_page(PROMPT).first
+    assert alert.move == pytest.approx(9818.28 / 4912.95 - 1)
+
+
+def test_a_slice_stops_where_a_footprint_stops():
+    """Bots in one geo (INVALID_TRAFFIC on geo=us_west, ``hard-000061``'s real scan): invalid
+    clicks rise about tenfold on every placement there, CTR clearly only on display, where bots
+    are a large share of the clicks. The rest of the geo moves in one footprint, so the answer
+    is the geo, not geo and display."""
+    prompt = PROMPT.replace(
+        "- geo: us_west, uk",
+        "- placement: search, search_partners, display, video\n- geo: us_west, us_central, us_east, us_south, canada, uk, germany, france",
+    )
+    page = parse_page(prompt)
+    belief = Belief(CAUSES, page.levels, [a.kpi for a in page.alerts])
+    text = (Path(__file__).parent / "data" / "teacher_invalid_scan.txt").read_text()
+    InvalidScan().read(text, belief, State(), page)
+    found = [h for h, _ in belief.ranked() if h.cause == "INVALID_TRAFFIC"]
+    assert found[0].slice == "geo=us_west", found[:3]
 
 
 def test_belief_moves_with_evidence_and_information_gain_prefers_uncertainty():

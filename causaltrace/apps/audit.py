@@ -66,6 +66,7 @@ def audit_config(plain: dict, command: str = ""):
         ),
         rule_precision=option(plain, "rule_precision", float, 0.85, minimum=0),
         rule_recall=option(plain, "rule_recall", float, 0.3, minimum=0),
+        rule_repeats=option(plain, "rule_repeats", int, 3, minimum=1),
         progress=option(plain, "progress", bool, True),
         command=command,
     )

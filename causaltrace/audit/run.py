@@ -55,6 +55,7 @@ class AuditConfig:
     record_tables: tuple[str, ...] | None = None
     rule_precision: float = 0.85
     rule_recall: float = 0.3
+    rule_repeats: int = 3  # independent fold draws pooled into the rule probe's rates
     progress: bool = True
     command: str = ""
 
@@ -225,6 +226,7 @@ def _write(cfg, out, main, datasets, rows, agents, collected, rng) -> str:
         folds=cfg.folds,
         min_precision=cfg.rule_precision,
         min_recall=cfg.rule_recall,
+        repeats=cfg.rule_repeats,
     )
     y = first["cause"].to_numpy()
     chance = first["cause"].value_counts().max() / len(first)
@@ -285,9 +287,10 @@ def _summary(
 def _rule_rates(rule) -> str:
     p, p_lo, p_hi = rule.precision
     c, c_lo, c_hi = rule.recall
+    draws = f", pooled over {rule.repeats} fold draws" if rule.repeats > 1 else ""
     return (
         f"precision {p:.2f} [{p_lo:.2f}, {p_hi:.2f}] ({rule.hits}/{rule.predicted}), "
-        f"recall {c:.2f} [{c_lo:.2f}, {c_hi:.2f}] ({rule.hits}/{rule.n})"
+        f"recall {c:.2f} [{c_lo:.2f}, {c_hi:.2f}] ({rule.hits}/{rule.n * rule.repeats}){draws}"
     )
 
 
@@ -488,17 +491,20 @@ def _rules(r: Report, probe: RuleProbe, tables: Sequence[str]) -> None:
         f"against the alert window, rows on the alerted scope, the alert's words "
         f"({probe.features} features, {probe.episodes} episodes). The operating point is chosen "
         f"on each training fold (highest precision at recall >= {probe.min_recall:.2f}) and "
-        f"applied to the held-out fold; precision and recall are out-of-fold, with Wilson 95% "
-        f"intervals. Verdict **shortcut** at precision >= {probe.min_precision:.2f} and recall "
+        f"applied to the held-out fold; precision and recall are out-of-fold, pooled over "
+        f"{_repeats(probe)} independent fold draws ('named': episodes named per draw; 'per "
+        f"draw': each draw's own precision), with Wilson 95% intervals on one draw's counts. "
+        f"Verdict **shortcut** at precision >= {probe.min_precision:.2f} and recall "
         f">= {probe.min_recall:.2f}: the cause can be named from these tables without reading "
         f"a metric. The rule is the selection refitted on all episodes."
     )
     table = pd.DataFrame(
         {
             "n": [rule.n for rule in probe.rules],
-            "named": [rule.predicted for rule in probe.rules],
+            "named": [_per_draw(rule.predicted, rule.repeats) for rule in probe.rules],
             "precision": [_interval(rule.precision, rule.predicted) for rule in probe.rules],
             "recall": [_interval(rule.recall, rule.n) for rule in probe.rules],
+            "per draw": [_spread(rule.spread) for rule in probe.rules],
             "folds": [rule.folds for rule in probe.rules],
             "verdict": [rule.verdict for rule in probe.rules],
         },
@@ -509,6 +515,18 @@ def _rules(r: Report, probe: RuleProbe, tables: Sequence[str]) -> None:
         if rule.rule:
             r.p(f"**{rule.cause}** ({rule.verdict}):")
             r.code(rule.rule)
+
+
+def _repeats(probe: RuleProbe) -> int:
+    return max((rule.repeats for rule in probe.rules), default=1)
+
+
+def _per_draw(count: int, repeats: int) -> str:
+    return f"{count / repeats:.1f}" if repeats > 1 else str(count)
+
+
+def _spread(values: Sequence[float]) -> str:
+    return ", ".join("-" if np.isnan(v) else f"{v:.2f}" for v in values) or "n/a"
 
 
 def _interval(rate: tuple[float, float, float], n: int) -> str:

@@ -18,7 +18,8 @@ statistics are built on: a statistic's ``z`` is N(0, 1) without an effect):
 
   * for each parent P of S (one condition dropped), the rest of the parent P \\ S, compared with
     the cells outside P, should show nothing: its ``z+^2 / 2`` is subtracted (the likelihood of
-    the rest under "no effect there");
+    the rest under "no effect there"), with ``z`` of the footprint that moved most there when
+    the signature is an AND of footprints (a rest can show one and not the other);
   * for each child C of S (one condition added, any dimension, as the verifier's
     :func:`~causaltrace.episodes.verify.children`), the rest of the slice S \\ C, compared with the cells
     outside S, should show S's effect: with ``e`` the effect measured on S and ``se`` the
@@ -182,7 +183,11 @@ class OracleSolver:
                     continue
                 stat = evidence.statistic(cand.cause, rest, onset, reference=~inside_parent)
                 if stat is not None:
-                    penalty += 0.5 * max(float(stat.z), 0.0) ** 2
+                    # Any footprint moving in the rest of the parent speaks against S: one
+                    # diluted there (bots' CTR where humans click most) can stay flat while
+                    # the cause's own rate moves as much as in S.
+                    moved = max(float(part.z) for part in stat.components())
+                    penalty += 0.5 * max(moved, 0.0) ** 2
         inside = cells if cells is not None else np.ones(panel.n_cells, dtype=bool)
         worst = 0.0
         for child in children(panel, cand.slice):

@@ -45,7 +45,7 @@ from __future__ import annotations
 import math
 import weakref
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import numpy as np
@@ -68,6 +68,8 @@ class Statistic:
     noise: float
     se: float
     z_value: float | None = None  # a better-calibrated z (e.g. a score test), if the domain has one
+    # The footprints of an AND of evidence (:meth:`weakest`), each readable on its own.
+    parts: tuple[Statistic, ...] = ()
 
     @classmethod
     def from_daily(cls, effect: float, noise: float, n_post: int, n_pre: int) -> Statistic:
@@ -91,10 +93,16 @@ class Statistic:
 
     @staticmethod
     def weakest(*stats: Statistic | None) -> Statistic | None:
-        """AND of evidence: the component with the lowest SNR (None if any is missing)."""
+        """AND of evidence: the component with the lowest SNR (None if any is missing), with
+        every component kept in ``parts``."""
         if any(s is None for s in stats):
             return None
-        return min(stats, key=lambda s: s.snr)
+        low = min(stats, key=lambda s: s.snr)  # type: ignore[union-attr]
+        return replace(low, parts=tuple(stats))  # type: ignore[arg-type]
+
+    def components(self) -> tuple[Statistic, ...]:
+        """The footprints this statistic reads (itself, if it reads one)."""
+        return self.parts or (self,)
 
 
 class Evidence(Protocol):

@@ -33,6 +33,13 @@ class Alert:
         return self.scope.partition("=")[2] or None
 
     @property
+    def move(self) -> float | None:
+        """The paged relative move (current over baseline, minus one), as the page prints it;
+        None where the baseline is zero."""
+        current, baseline = (float(x.replace(",", "")) for x in (self.current, self.baseline))
+        return current / baseline - 1.0 if baseline else None
+
+    @property
     def where(self) -> str:
         return "the account" if self.scope == "account" else f"campaign {self.campaign}"
 

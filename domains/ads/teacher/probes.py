@@ -186,7 +186,11 @@ class SliceScan(Probe):
                     lambda lab, p=parent: not p(lab),
                 )
                 if rest is not None:
-                    penalty += 0.5 * max(rest.z, 0.0) ** 2
+                    # Any footprint of the cause moving in the rest of the parent speaks
+                    # against stopping at the child: a footprint diluted there (bots' CTR where
+                    # humans click a lot) can be flat while the cause's own rate moves.
+                    moved = max(max(part.z, 0.0) for part in rest.components())
+                    penalty += 0.5 * moved**2
         worst = 0.0
         used = {d for d, _ in conds}
         for dim in self.dims:
@@ -909,7 +913,7 @@ class Check(Probe):
                 if alert.campaign is None
                 else (lambda lab, c=alert.campaign: lab["campaign"] == c)
             )
-            share = alert_share(rows, scope, region, num_col, den_col, weeks)
+            share = alert_share(rows, scope, region, num_col, den_col, weeks, alert.move)
             if share is not None:
                 shares[i] = share
         stat = self.signature(rows)

@@ -145,13 +145,20 @@ def alert_share(
     num: str,
     den: str | None,
     weeks_before: int,
+    paged_move: float | None = None,
 ) -> float | None:
     """The share of an alert's move that the region accounts for (difference in differences).
 
     The region's KPI columns had they moved as the rest of the alert's scope did (or, when that
     rest is too small, as the rest of the account did) give the alert without the hypothesis;
     the share is the alert's move minus that move, over the alert's move (the domain's
-    attribution rule, read on the returned rows). ``None``: no control to compare with."""
+    attribution rule, read on the returned rows). ``None``: no control to compare with.
+
+    ``paged_move``: the relative move the page states. The rows compare the alert week with
+    three clean weeks before it, the page with four weeks that may already hold the start of a
+    fault, so the page's move can be smaller than the rows'. The share is of the paged move (the
+    label's rule: a cause's part of what the page shows), so the hypothesis's part read on the
+    rows is divided by the page's move where it is given and of the same sign."""
     columns = (num,) if den is None else (num, den)
     factual, counterfactual, baseline = {}, {}, {}
     for column in columns:
@@ -182,4 +189,7 @@ def alert_share(
     without = kpi_value(counterfactual, num, den) / base - 1.0
     if move == 0.0:
         return 0.0
-    return float((move - without) / move)
+    part = move - without
+    if paged_move is not None and paged_move * move > 0:
+        return float(part / paged_move)
+    return float(part / move)
