@@ -16,7 +16,7 @@ PATHS = ["compiled", "numpy"] if count_kernels.AVAILABLE else ["numpy"]
 
 @pytest.fixture(params=PATHS, autouse=True)
 def count_path(request, monkeypatch):
-    monkeypatch.setattr(dist, "_KERNELS", False if request.param == "compiled" else None)
+    monkeypatch.setattr(dist, "_KERNELS", count_kernels if request.param == "compiled" else None)
     return request.param
 
 

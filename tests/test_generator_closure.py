@@ -101,3 +101,35 @@ def test_the_fingerprint_follows_the_closure(tmp_path, monkeypatch):
         "closurepkg.domain",
         "closurepkg.mech",
     }
+
+
+def test_engine_edits_that_shape_bytes_change_the_fingerprint(tmp_path, monkeypatch):
+    """The engine's part of the fingerprint is the whole causaltrace package but its tools,
+    environment, evaluation, agents and apps: an edit to the simulator, the sampler or the
+    oracle (which decides acceptance) changes it; an edit to a tool does not."""
+    import shutil
+
+    from causaltrace.datasets import generation
+
+    copy = tmp_path / "causaltrace"
+    shutil.copytree(generation.ENGINE_ROOT, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(generation, "ENGINE_ROOT", copy)
+    hashed = {p.relative_to(copy).as_posix() for p in generation.engine_generator_sources()}
+    assert {"model/simulate.py", "episodes/oracle.py", "datasets/generation.py"} <= hashed
+    assert not any(p.startswith(("tools/", "env/", "agents/", "apps/")) for p in hashed)
+
+    def fingerprint() -> str:
+        generator_fingerprint.cache_clear()
+        return generator_fingerprint("ads")["code_sha256"]
+
+    first = fingerprint()
+    tool = next(p for p in (copy / "tools").rglob("*.py"))
+    tool.write_text(tool.read_text() + "\n# a comment in a tool\n")
+    assert fingerprint() == first
+    for module in ("model/simulate.py", "episodes/oracle.py"):
+        path = copy / module
+        path.write_text(path.read_text() + "\n# an edit\n")
+        changed = fingerprint()
+        assert changed != first
+        first = changed
+    generator_fingerprint.cache_clear()

@@ -104,12 +104,19 @@ class DatasetMismatchError(CausalTraceError):
     """An output directory holds a dataset, or done shards, of another config or generator."""
 
 
-def _source_hash(digest, root: Path, skip: frozenset[str] = frozenset()) -> None:
-    for path in sorted(root.rglob("*.py")):
-        rel = path.relative_to(root)
-        if rel.parts[0] in skip or "__pycache__" in rel.parts:
+ENGINE_ROOT = Path(__file__).resolve().parents[1]  # the causaltrace package
+
+
+def engine_generator_sources() -> list[Path]:
+    """The engine's source files that shape a dataset's bytes: every module of the
+    ``causaltrace`` package but those in :data:`_NOT_GENERATOR` (sorted)."""
+    out = []
+    for path in sorted(ENGINE_ROOT.rglob("*.py")):
+        rel = path.relative_to(ENGINE_ROOT)
+        if rel.parts[0] in _NOT_GENERATOR or "__pycache__" in rel.parts:
             continue
-        digest.update(str(rel).encode() + b"\0" + path.read_bytes() + b"\0")
+        out.append(path)
+    return out
 
 
 def _domain_module(name: str) -> str:
@@ -133,7 +140,9 @@ def generator_fingerprint(domain_name: str) -> dict[str, Any]:
     from causaltrace import __version__
 
     digest = hashlib.sha256()
-    _source_hash(digest, Path(__file__).resolve().parent, _NOT_GENERATOR)
+    for path in engine_generator_sources():
+        rel = path.relative_to(ENGINE_ROOT)
+        digest.update(str(rel).encode() + b"\0" + path.read_bytes() + b"\0")
     for name, path in import_closure(_domain_module(domain_name)).items():
         digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
     libraries = {}
@@ -569,6 +578,41 @@ def pending_shards(job: Job, worker_index: int = 0, num_workers: int = 1) -> lis
     ]
 
 
+def shard_order(job: Job, worker_index: int = 0, num_workers: int = 1) -> list[int]:
+    """The shards this worker tries, in order: its own share first (``shard % num_workers ==
+    worker_index``), then the other workers' from the end backwards, to take over what a slower
+    worker has not started (:func:`claim_shard` keeps two workers off one shard). Which worker
+    makes a shard does not change its bytes."""
+    own = pending_shards(job, worker_index, num_workers)
+    layout = DatasetLayout(job.out_dir)
+    others = [
+        s
+        for s in reversed(range(job.n_shards))
+        if s % num_workers != worker_index and not layout.done(s).exists()
+    ]
+    return own + others
+
+
+@contextlib.contextmanager
+def claim_shard(job: Job, shard: int):
+    """Yield True while this process holds the shard (an exclusive lock on its claim file, which
+    the kernel releases if the process dies, so a crashed worker's shard is free again), False
+    if a live worker holds it; the claim file goes once the shard is done."""
+    path = Path(job.out_dir) / ".claims" / f"{DatasetLayout(job.out_dir).shard_name(shard)}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            if DatasetLayout(job.out_dir).done(shard).exists():
+                path.unlink(missing_ok=True)
+
+
 _ABSENT = object()
 
 
@@ -719,7 +763,8 @@ def _refuse_if_different(
 
 
 def run(job: Job, worker_index: int = 0, num_workers: int = 1, show_progress: bool = True) -> dict:
-    """Generate this worker's pending shards, then the manifest if every shard is done.
+    """Generate this worker's pending shards, then any other pending shard no live worker has
+    claimed (:func:`shard_order`), then the manifest if every shard is done.
 
     Refuses (:class:`DatasetMismatchError`) if ``job.out_dir`` holds a dataset or shards of
     another config or generator."""
@@ -729,8 +774,8 @@ def run(job: Job, worker_index: int = 0, num_workers: int = 1, show_progress: bo
     plan = assignments(
         domain.scm, ds.composition, split=ds.split, dataset_seed=ds.seed, n_episodes=ds.n_episodes
     )
-    shards = pending_shards(job, worker_index, num_workers)
-    total = sum(len(job.shard_range(s)) for s in shards)
+    shards = shard_order(job, worker_index, num_workers)
+    total = sum(len(job.shard_range(s)) for s in pending_shards(job, worker_index, num_workers))
     bar = _progress_bar(total, f"{ds.name} worker {worker_index}/{num_workers}", show_progress)
     tried = {"attempts": 0, "episodes": 0}
 
@@ -742,15 +787,23 @@ def run(job: Job, worker_index: int = 0, num_workers: int = 1, show_progress: bo
             bar.set_postfix(acceptance=f"{tried['episodes'] / tried['attempts']:.0%}")
 
     rejections: Counter = Counter()
+    made = []
+    layout = DatasetLayout(job.out_dir)
     try:
         for shard in shards:
-            rejections.update(generate_shard(job, domain, shard, plan, tick).rejections)
+            with claim_shard(job, shard) as mine:
+                if not mine or layout.done(shard).exists():  # another worker has it
+                    continue
+                rejections.update(generate_shard(job, domain, shard, plan, tick).rejections)
+                made.append(shard)
     finally:
         if bar is not None:
             bar.close()
+    with contextlib.suppress(OSError):  # empty once every shard is done
+        (Path(job.out_dir) / ".claims").rmdir()
     manifest = write_manifest(job)
     return {
-        "shards": shards,
+        "shards": made,
         "episodes": tried["episodes"],
         "attempts": tried["attempts"],
         "rejections": dict(rejections),

@@ -56,6 +56,10 @@ conservative since neighbouring onsets are correlated).
 
 Cost: the nested refinement needs two statistics per parent and child, so it is applied
 lazily, to the best hypotheses until the ``refine_top`` best (after refinement) are all refined.
+The scan asks the evidence for every candidate's z at every onset at once where the evidence can
+(its optional ``scan``), and reads only each candidate's best onset (and any within a relative
+1e-9 of it) with the scalar statistic, so that every number it reports, and its choices, are
+those of the scalar scan (``tests/test_oracle_batched_scan.py``).
 """
 
 from __future__ import annotations
@@ -139,6 +143,8 @@ class OracleSolver:
         self.log_prior_cause = -math.log(max(n_causes, 1))
         geo_mean = float(np.exp(np.mean([np.log(max(n, 1)) for n in self.n_slices.values()])))
         self.null_score = 0.5 * self.threshold**2 - math.log(geo_mean) if self.signal else 0.0
+        self._masks: dict[str, np.ndarray] = {}
+        self._child_masks: dict[str, list[np.ndarray]] = {}
 
     def _onset_grid(self, step: int) -> tuple[int, ...]:
         """Onsets every ``step`` steps over the union of the signal causes' prior ranges."""
@@ -156,15 +162,41 @@ class OracleSolver:
     def _scan(self, evidence) -> list[_Candidate]:
         out = []
         for cause in self.signal:
-            for sl, mask in _candidates(self.scm, cause):
+            candidates = _candidates(self.scm, cause)
+            batch = _batched_scan(evidence, cause, [mask for _, mask in candidates], self.onsets)
+            for i, (sl, mask) in enumerate(candidates):
                 best = _Candidate(cause, sl, mask)
-                for onset in self.onsets:
-                    stat = evidence.statistic(cause, mask, onset)
-                    if stat is not None and (best.onset is None or stat.z > best.z):
-                        best.z, best.effect, best.onset = float(stat.z), float(stat.effect), onset
-                        best.snr = float(stat.snr)
+                onsets = self.onsets if batch is None else _best_onsets(batch, i, self.onsets)
+                self._read(evidence, best, onsets)
+                if best.onset is None and batch is not None:  # the batch was wrong: read all
+                    self._read(evidence, best, self.onsets)
                 out.append(best)
         return out
+
+    @staticmethod
+    def _read(evidence, best: _Candidate, onsets) -> None:
+        """Keep in ``best`` the onset of the largest z (the first on ties) among ``onsets``."""
+        for onset in onsets:
+            stat = evidence.statistic(best.cause, best.mask, onset)
+            if stat is not None and (best.onset is None or stat.z > best.z):
+                best.z, best.effect, best.onset = float(stat.z), float(stat.effect), onset
+                best.snr = float(stat.snr)
+
+    def _mask(self, sl: Slice) -> np.ndarray:
+        """``sl``'s cells, computed once per solver (read-only)."""
+        key = sl.canonical()
+        mask = self._masks.get(key)
+        if mask is None:
+            mask = self._masks[key] = sl.mask(self.scm.panel)
+            mask.setflags(write=False)
+        return mask
+
+    def _children(self, sl: Slice) -> list[np.ndarray]:
+        """The cells of each child of ``sl`` (:func:`children`), computed once per solver."""
+        key = sl.canonical()
+        if key not in self._child_masks:
+            self._child_masks[key] = [self._mask(c) for c in children(self.scm.panel, sl)]
+        return self._child_masks[key]
 
     def _refine(self, evidence, cand: _Candidate) -> None:
         """Subtract the evidence against "exactly this slice" (module docstring)."""
@@ -177,7 +209,7 @@ class OracleSolver:
         panel, onset, penalty = self.scm.panel, cand.onset, 0.0
         if cells is not None:
             for parent in cand.slice.parents():
-                inside_parent = parent.mask(panel)
+                inside_parent = self._mask(parent)
                 rest = inside_parent & ~cells
                 if not rest.any():
                     continue
@@ -190,8 +222,7 @@ class OracleSolver:
                     penalty += 0.5 * max(moved, 0.0) ** 2
         inside = cells if cells is not None else np.ones(panel.n_cells, dtype=bool)
         worst = 0.0
-        for child in children(panel, cand.slice):
-            sub = child.mask(panel)
+        for sub in self._children(cand.slice):
             remaining = inside & ~sub
             if not remaining.any():
                 continue
@@ -320,3 +351,29 @@ def oracle_reading(
             sum(h.posterior for h in ranked if (h.cause, h.slice) in wanted)
         ),
     }
+
+
+# Onsets whose batched z is within this of the best are read again one by one: the batch sums
+# in another order than the scalar path, so two onsets' z can swap places only if they are this
+# close (the scalar statistic then decides, as without the batch).
+BATCH_TIE = 1e-9
+
+
+def _batched_scan(evidence, cause: str, masks, onsets) -> tuple[np.ndarray, np.ndarray] | None:
+    """The evidence's batched z over candidates x onsets (:meth:`Evidence.scan`), if it has one."""
+    method = getattr(evidence, "scan", None)
+    return None if method is None else method(cause, masks, onsets)
+
+
+def _best_onsets(batch: tuple[np.ndarray, np.ndarray], row: int, onsets) -> tuple[int, ...]:
+    """The onsets of candidate ``row`` worth reading with the scalar statistic: those whose
+    batched z is within :data:`BATCH_TIE` (relative) of the best, in grid order; every onset
+    where the batch has a non-finite z (the scalar path decides those)."""
+    z, valid = batch[0][row], batch[1][row]
+    if not valid.any():
+        return ()
+    if (valid & ~np.isfinite(z)).any():
+        return tuple(o for o, v in zip(onsets, valid) if v)
+    top = z[valid].max()
+    near = valid & (z >= top - BATCH_TIE * max(abs(top), 1.0))
+    return tuple(o for o, v in zip(onsets, near) if v)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from causaltrace.datasets.seeds import concurrent_stream, episode_streams
-from causaltrace.episodes.alerts import AlertExplanation, explain_alert
+from causaltrace.episodes.alerts import AlertExplanation, explain_alert, raised_alert
 from causaltrace.episodes.difficulty import draw_record
 from causaltrace.episodes.domain import Background, Domain, domain_has_monitor
 from causaltrace.episodes.labels import ConcurrentCause, KpiEffect, OracleLabel
@@ -186,6 +186,8 @@ def monitor_explanation(domain: Domain, worlds: Worlds) -> AlertExplanation | No
     if not domain_has_monitor(domain):
         return None
     factual = domain.alert_readings(domain.monitor_tables(worlds.factual))
+    if raised_alert(factual) is None:  # no alert: nothing to explain, the counterfactual unread
+        return None
     counterfactual = domain.alert_readings(domain.monitor_tables(worlds.counterfactual))
     return explain_alert(factual, counterfactual)
 

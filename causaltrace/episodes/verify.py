@@ -120,6 +120,14 @@ class Evidence(Protocol):
     # def alert_share(self, cause: str, cells: np.ndarray | None, onset: int) -> float | None:
     #     """The largest share of one of the prompt's alerts that ``cause`` acting on ``cells``
     #     from ``onset`` accounts for, estimated from the tables (None: cannot be told)."""
+    #
+    # Optional, for speed only (without it the oracle reads every onset one by one):
+    # def scan(self, cause: str, masks: Sequence[np.ndarray], onsets: Sequence[int]
+    #          ) -> tuple[np.ndarray, np.ndarray] | None:
+    #     """``statistic(cause, mask, onset).z`` for every mask (rows) and onset (columns), and
+    #     where the statistic exists, computed at once; None for a cause it does not batch.
+    #     Its z may differ from the scalar one in the last bits: the oracle uses it to choose
+    #     each candidate's onset and reads every number it reports from ``statistic``."""
 
 
 def alert_share(

@@ -19,12 +19,16 @@ the exact quantile, the smallest ``k`` with ``cdf(k) >= u``, found in two stages
 
 from __future__ import annotations
 
+import os
 import weakref
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 from scipy import special
+
+from causaltrace.model import kernel_cache
 
 # -- coupling memo ------------------------------------------------------------------------------
 # The factual and counterfactual worlds draw a node's counts from the same (read-only) uniform
@@ -224,14 +228,38 @@ BRACKET_MAX_SD = 24.0
 
 
 def _kernels() -> Any:
-    """The numba kernels module, imported on first use (numba's import and the first
-    compilation cost about a second, which ``import causaltrace`` should not pay), or None."""
+    """The numba kernels module once its compiled code is on disk, or None (numba missing, or
+    being compiled by another process meanwhile: the exact numpy path gives the same numbers).
+    Looked up on first use: numba's import should not be paid by ``import causaltrace``; the
+    compilation is left to a separate process (:mod:`causaltrace.model.kernel_cache`) so that it
+    is not paid by the first episode either."""
     global _KERNELS
     if _KERNELS is False:
-        from causaltrace.model import count_kernels
+        from causaltrace.model import count_kernels  # imports numba: not at import time
 
-        _KERNELS = count_kernels if count_kernels.AVAILABLE else None
+        if not count_kernels.AVAILABLE:
+            _KERNELS = None
+        elif (
+            os.environ.get("CAUSALTRACE_NUMBA_WARMUP") == "inline"
+            or kernel_cache.cache_dir(count_kernels) is None
+            or kernel_cache.is_warm(count_kernels)
+        ):
+            _KERNELS = count_kernels
+        else:
+            _KERNELS = kernel_cache.Warmup(count_kernels)
+    if isinstance(_KERNELS, ModuleType) or _KERNELS is None:
+        return _KERNELS
+    ready = _KERNELS.ready()  # a warm-up in progress
+    if ready is None:
+        return None
+    _KERNELS = _KERNELS.kernels  # warm (loaded from the cache) or failed (compiled here)
     return _KERNELS
+
+
+def use_kernels(kernels: ModuleType | None) -> None:
+    """Force the compiled kernels (a module) or the exact numpy path (None) from now on."""
+    global _KERNELS
+    _KERNELS = kernels
 
 
 def _compiled(kernel: Callable[..., None], *arrays: Any) -> tuple[np.ndarray, np.ndarray]:

@@ -52,6 +52,9 @@ def small_split(
                 "n_episodes": n,
                 "composition": {"kind": "quotas", "total": n, "sliced": sliced, "two_d": 1},
                 "shard_size": shard_size,
+                # As every shipped dataset config: a 2-D slice of a segment cause can need a
+                # few hundred attempts on the small account.
+                "max_attempts": 400,
             },
         }
     )

@@ -51,13 +51,33 @@ OVERDISPERSION = 1.5  # day-to-day counts vary more than Poisson (demand shocks,
 TOTALS = ("clicks", "cost", "conversions", "conversion_value")
 
 
-def scope_totals(perf_daily: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """Daily totals per scope: the whole account and each campaign (date-indexed frames)."""
-    frame = perf_daily[["date", "campaign", *TOTALS]]
-    out = {"account": frame.groupby("date", sort=True)[list(TOTALS)].sum()}
-    by_campaign = frame.groupby(["campaign", "date"], sort=True, observed=True)[list(TOTALS)].sum()
-    for campaign, rows in by_campaign.groupby(level=0, observed=True, sort=False):
-        out[f"campaign={campaign}"] = rows.droplevel(0)
+def scope_totals(perf_daily: pd.DataFrame) -> dict[str, dict[str, np.ndarray]]:
+    """Daily totals per scope: the whole account and each campaign (column -> array over the
+    scope's dates, in date order).
+
+    The sums are pandas' own group sums (compensated, in row order) over integer keys made
+    here: the same numbers as grouping by the date and campaign columns, at a quarter of the
+    cost (the monitor reads both worlds of every generation attempt)."""
+    day_values, day = np.unique(perf_daily["date"].to_numpy(), return_inverse=True)
+    campaign = perf_daily["campaign"]
+    if isinstance(campaign.dtype, pd.CategoricalDtype):
+        names, codes = np.asarray(campaign.cat.categories), campaign.cat.codes.to_numpy()
+    else:
+        names, codes = np.unique(campaign.to_numpy(), return_inverse=True)
+    values = perf_daily[list(TOTALS)]
+    n_days = len(day_values)
+    account = values.groupby(day, sort=True).sum()
+    out = {"account": {c: account[c].to_numpy() for c in TOTALS}}
+    known = codes >= 0  # a row without a campaign belongs to the account only
+    key = codes[known].astype(np.int64) * n_days + day[known]
+    by_campaign = values[known].groupby(key, sort=True).sum()
+    which = by_campaign.index.to_numpy() // n_days
+    starts = np.flatnonzero(np.r_[True, which[1:] != which[:-1]])
+    ends = np.r_[starts[1:], which.size]
+    columns = {c: by_campaign[c].to_numpy() for c in TOTALS}
+    for start, end in zip(starts, ends):
+        scope = f"campaign={names[which[start]]}"
+        out[scope] = {c: columns[c][start:end] for c in TOTALS}
     return out
 
 
@@ -76,12 +96,12 @@ def monitor_readings(
     """
     readings = []
     for scope, daily in scope_totals(perf_daily).items():
-        n = len(daily)
+        n = len(daily["clicks"])
         if n < window * (weeks + 1):
             continue
         age = np.arange(n)[::-1]
         maturity = reported_share[np.minimum(age, reported_share.size - 1)]
-        values = {c: daily[c].to_numpy(dtype=np.float64) for c in TOTALS}
+        values = {c: np.asarray(daily[c], dtype=np.float64) for c in TOTALS}
         adjusted = {c: values[c] / maturity if c in LAGGED else values[c] for c in TOTALS}
         current = {c: adjusted[c][-window:].sum() for c in TOTALS}
         raw_current = {c: values[c][-window:].sum() for c in TOTALS}

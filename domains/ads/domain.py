@@ -156,7 +156,7 @@ class AdsDomain(Domain):
         )
 
     def monitor_tables(self, world: World) -> dict[str, pd.DataFrame]:
-        return {"perf_daily": render.perf_daily(self.scm.panel, world)}
+        return {"perf_daily": render.perf_daily_monitor(self.scm.panel, world)}
 
     def evidence(self, tables: Mapping[str, pd.DataFrame]) -> AdsEvidence:
         cfg, panel = self.settings, self.scm.panel

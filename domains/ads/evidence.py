@@ -21,7 +21,7 @@ explanations) would.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -141,20 +141,40 @@ class AdsEvidence:
             for column in ("search_lost_is_budget", "search_lost_is_rank")
         )
         self._expected: dict = {}
+        # The oracle asks for the same cells at every onset of its grid and for the same
+        # reference under many causes: sums over cells are kept per (array, cells), the
+        # arrays they were taken from pinned so that an ``id`` is never reused while cached.
+        self._totals: dict[tuple[int, bytes | None], np.ndarray] = {}
+        self._pinned: dict[int, np.ndarray] = {}
+        self._site_masks: dict[bytes, np.ndarray] = {}
+        self._segments: dict = {}
 
     # -- building blocks ----------------------------------------------------------------------
-    @staticmethod
-    def _total(values: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
-        return values.sum(axis=0) if mask is None else mask.astype(np.float64) @ values
+    def _total(self, values: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+        """Daily totals of ``values`` over the rows in ``mask`` (every row: None), computed once
+        per array and mask content, read-only."""
+        key = (id(values), None if mask is None else mask.tobytes())
+        total = self._totals.get(key)
+        if total is None:
+            self._pinned[id(values)] = values
+            total = values.sum(axis=0) if mask is None else mask.astype(np.float64) @ values
+            total.setflags(write=False)
+            self._totals[key] = total
+        return total
 
     def _site_mask(self, cells: np.ndarray | None) -> np.ndarray | None:
         """Site-analytics rows whose cells all lie in ``cells`` (None: the whole account)."""
         if cells is None:
             return None
-        inside = np.bincount(
-            self.site_group, weights=cells.astype(np.float64), minlength=self.site_size.size
-        )
-        return inside == self.site_size
+        key = cells.tobytes()
+        mask = self._site_masks.get(key)
+        if mask is None:
+            inside = np.bincount(
+                self.site_group, weights=cells.astype(np.float64), minlength=self.site_size.size
+            )
+            mask = self._site_masks[key] = inside == self.site_size
+            mask.setflags(write=False)
+        return mask
 
     def _daily(
         self, series: np.ndarray, onset: int, direction: float, floor: float
@@ -296,15 +316,27 @@ class AdsEvidence:
         segment they split (all dimensions but ``split_over``)."""
         if cells is None or not cells.any():
             return None
-        dims = tuple(d for d in LEAF_DIMS if d != split_over)
-        idx, _ = self.panel.group_index(dims)
-        impressions = self.perf["impressions"]
-        segment = self.panel.group_sum(impressions, dims)[idx]
-        base = slice(max(0, onset - PRE_WINDOW), onset)
-        share = impressions[:, base].sum(axis=1) / np.maximum(segment[:, base].sum(axis=1), 1)
-        observed = self._total(impressions, cells)
-        expected = self._total(share[:, None] * segment, cells)
+        observed = self._total(self.perf["impressions"], cells)
+        expected = self._total(self._split_expected(split_over, onset), cells)
         return self._oe((observed, expected), None, onset, direction)
+
+    def _split_expected(self, split_over: str, onset: int) -> np.ndarray:
+        """Per cell and day: its segment's impressions at the cell's pre-onset share of them
+        (the segment: every dimension but ``split_over``); computed once per onset."""
+        key = (split_over, onset)
+        if key not in self._segments:
+            dims = tuple(d for d in LEAF_DIMS if d != split_over)
+            if split_over not in self._segments:
+                idx, _ = self.panel.group_index(dims)
+                self._segments[split_over] = self.panel.group_sum(self.perf["impressions"], dims)[
+                    idx
+                ]
+            segment = self._segments[split_over]
+            impressions = self.perf["impressions"]
+            base = slice(max(0, onset - PRE_WINDOW), onset)
+            share = impressions[:, base].sum(axis=1) / np.maximum(segment[:, base].sum(axis=1), 1)
+            self._segments[key] = share[:, None] * segment
+        return self._segments[key]
 
     def alert_share(self, cause: str, cells: np.ndarray | None, onset: int) -> float | None:
         """The largest share of one of the prompt's alerts that ``cause`` acting on ``cells``
@@ -364,6 +396,98 @@ class AdsEvidence:
             return self._split_share(cells, onset, -1, "creative")
         return None
 
+    # -- the oracle's scan, batched ----------------------------------------------------------
+    def scan(
+        self, cause: str, masks: Sequence[np.ndarray], onsets: Sequence[int]
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """``statistic(cause, mask, onset).z`` for every mask and onset at once (rows: masks,
+        columns: onsets), and where the statistic exists; None for a cause it does not batch
+        (the caller then asks :meth:`statistic` one by one).
+
+        The same formulas on stacked arrays: the sums run in another order than the scalar
+        path's, so a z may differ from it in the last bits. The oracle uses the batch only to
+        choose each candidate's onset and reads the chosen statistic from :meth:`statistic`."""
+        masks = [m for m in masks]
+        if cause in ACCOUNT_WIDE or not masks or any(m is None for m in masks):
+            return None
+        cells = np.stack(masks).astype(np.float64)
+        onsets = np.asarray(onsets, dtype=np.int64)
+        if cause == "TARGETING_EXPANSION":
+            parts = (
+                self._share_batch("clicks", cells, onsets, +1),
+                self._rate_batch("conversions", "clicks", cells, onsets, -1, LAG_DAYS),
+            )
+        elif cause == "PLACEMENT_SHIFT":
+            parts = (self._split_share_batch(cells, onsets, +1, "placement"),)
+        elif cause == "BID_MODIFIER_CHANGE":
+            parts = (
+                self._share_batch("impressions", cells, onsets, +1),
+                self._rate_batch("cost", "clicks", cells, onsets, +1),
+            )
+        elif cause == "CREATIVE_FATIGUE":
+            parts = (self._rate_batch("clicks", "impressions", cells, onsets, -1),)
+        elif cause == "TRACKING_OUTAGE":
+            site = np.stack([self._site_mask(m) for m in masks]).astype(np.float64)
+            parts = (
+                self._rate_batch(
+                    "conversions", "backend_orders", site, onsets, -1, LAG_DAYS, self.site
+                ),
+            )
+        elif cause == "LANDING_PAGE_BREAK":
+            site = np.stack([self._site_mask(m) for m in masks]).astype(np.float64)
+            parts = (self._share_batch("backend_orders", site, onsets, -1, self.site),)
+        elif cause == "INVALID_TRAFFIC":
+            parts = (
+                self._rate_batch("invalid_clicks", "clicks", cells, onsets, +1),
+                self._rate_batch("clicks", "impressions", cells, onsets, +1),
+            )
+        elif cause == "AD_DISAPPROVAL":
+            parts = (self._split_share_batch(cells, onsets, -1, "creative"),)
+        else:
+            return None
+        return _weakest_batch(parts)
+
+    def _rate_batch(self, num, den, cells, onsets, direction, exclude_last=0, table=None):
+        table = self.perf if table is None else table
+        size = cells.sum(axis=1)
+        usable = (size > 0) & (size < cells.shape[1])  # not empty, not everything
+        observed = cells @ table[num]
+        observed_all = table[num].sum(axis=0)
+        out = []
+        for onset in onsets:
+            expected = self._expected_rate(table, num, den, int(onset))
+            inside_e = cells @ expected
+            outside = (observed_all - observed, expected.sum(axis=0) - inside_e)
+            out.append(
+                _oe_batch((observed, inside_e), outside, int(onset), direction, exclude_last)
+            )
+        return _stack_onsets(out, usable)
+
+    def _share_batch(self, column, cells, onsets, direction, table=None):
+        table = self.perf if table is None else table
+        size = cells.sum(axis=1)
+        usable = (size > 0) & (size < cells.shape[1])
+        inside = cells @ table[column]
+        rest = table[column].sum(axis=0) - inside
+        out = []
+        for onset in onsets:
+            base = slice(max(0, int(onset) - PRE_WINDOW), int(onset))
+            pre = self.weekday[base]
+            days = (pre[None, :] == np.arange(7)[:, None]).astype(np.float64)  # weekday x day
+            ratio = (inside[:, base] @ days.T) / np.maximum(rest[:, base] @ days.T, 1e-9)
+            expected = rest * ratio[:, self.weekday]
+            out.append(_oe_batch((inside, expected), None, int(onset), direction))
+        return _stack_onsets(out, usable)
+
+    def _split_share_batch(self, cells, onsets, direction, split_over):
+        usable = cells.sum(axis=1) > 0
+        observed = cells @ self.perf["impressions"]
+        out = []
+        for onset in onsets:
+            expected = cells @ self._split_expected(split_over, int(onset))
+            out.append(_oe_batch((observed, expected), None, int(onset), direction))
+        return _stack_onsets(out, usable)
+
     def _account(self, cause: str, onset: int) -> Statistic | None:
         if cause == "BUDGET_CAP":  # more of the eligible auctions lost to budget
             return self._daily(self.lost_budget, onset, +1, PRACTICAL_SHARE)
@@ -374,3 +498,70 @@ class AdsEvidence:
 
 
 ACCOUNT_WIDE = ("BUDGET_CAP", "COMPETITIVE_PRESSURE", "DEMAND_SHIFT")
+
+
+def _part_batch(observed: np.ndarray, expected: np.ndarray, onset: int, end: int):
+    """:meth:`AdsEvidence._part` for stacked rows: (effect, z, variance, daily, valid)."""
+    start = max(0, onset - PRE_WINDOW)
+    pre_o, pre_e = observed[:, start:onset], expected[:, start:onset]
+    used = pre_e > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(used, (pre_o - pre_e) ** 2 / np.where(used, pre_e, 1.0), 0.0)
+        n_used = used.sum(axis=1)
+        mean = np.where(n_used > 0, terms.sum(axis=1) / np.maximum(n_used, 1), 1.0)
+        phi = np.where(mean > 1.0, mean, 1.0)
+        base_o = pre_o.sum(axis=1)
+        post_o, post_e = observed[:, onset:end].sum(axis=1), expected[:, onset:end].sum(axis=1)
+        ratio = post_e / np.where(base_o > 0.5, base_o, 0.5)
+        total = post_o + base_o
+        p0 = ratio / (1.0 + ratio)
+        null_post, null_pre = total * p0, total * (1.0 - p0)
+        effect = np.log((post_o + 0.5) / (post_e + 0.5))
+        z = (post_o - null_post) / np.sqrt(phi * null_post * (1.0 - p0))
+        variance = phi * (1.0 / (null_post + 0.5) + 1.0 / (null_pre + 0.5))
+        daily = phi / (null_post / max(end - onset, 1) + 0.5)
+    # Lenient at the threshold: an onset the scalar path refuses is only read in vain.
+    return effect, z, variance, daily, null_post >= MIN_EVENTS * (1.0 - 1e-9)
+
+
+def _oe_batch(inside, outside, onset, direction, exclude_last=0):
+    """:meth:`AdsEvidence._oe` for stacked rows: (effect, noise, z, valid) in the cause's
+    direction."""
+    n_rows, n_days = inside[0].shape
+    end = n_days - exclude_last
+    if onset < MIN_PRE_DAYS or end <= onset:
+        nothing = np.zeros(n_rows)
+        return nothing, nothing, nothing, np.zeros(n_rows, dtype=bool)
+    effect, z, variance, daily, valid = _part_batch(*inside, onset, end)
+    if outside is not None:
+        o_effect, _, o_variance, o_daily, o_valid = _part_batch(*outside, onset, end)
+        effect, variance, daily = effect - o_effect, variance + o_variance, daily + o_daily
+        with np.errstate(divide="ignore", invalid="ignore"):
+            z = effect / np.sqrt(variance)
+        valid = valid & o_valid
+    noise = np.sqrt(daily)
+    noise = np.where(noise > PRACTICAL_LOG, noise, PRACTICAL_LOG)
+    return direction * effect, noise, direction * z, valid
+
+
+def _stack_onsets(per_onset, usable: np.ndarray):
+    """(effect, noise, z, valid) arrays of shape (rows, onsets) from one tuple per onset."""
+    effect, noise, z, valid = (np.stack(column, axis=1) for column in zip(*per_onset))
+    return effect, noise, z, valid & usable[:, None]
+
+
+def _weakest_batch(parts) -> tuple[np.ndarray, np.ndarray]:
+    """:meth:`Statistic.weakest` on stacked parts: the z of the part of lowest SNR (the first on
+    ties), and where every part exists."""
+    snrs = []
+    for effect, noise, _, _ in parts:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            snr = effect / noise
+        snrs.append(np.where((noise > 0) & np.isfinite(effect), snr, 0.0))
+    z, low = parts[0][2], snrs[0]
+    valid = parts[0][3]
+    for (_, _, z_part, valid_part), snr in zip(parts[1:], snrs[1:]):
+        lower = snr < low
+        z, low = np.where(lower, z_part, z), np.where(lower, snr, low)
+        valid = valid & valid_part
+    return z, valid
