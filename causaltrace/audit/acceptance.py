@@ -16,6 +16,7 @@ the prior, so the Kolmogorov-Smirnov and chi-square p-values are valid as stated
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
@@ -191,8 +192,6 @@ def shift_table(shifts: Sequence[CauseShift]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """``python -m causaltrace.audit.acceptance DATASET_DIR``: print the table."""
-    import argparse
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dataset_dir")
     args = parser.parse_args(argv)
