@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import ClassVar
 
 from causaltrace import load_domain
+from causaltrace.core.seeds import episode_streams
 from causaltrace.datasets import generation
-from causaltrace.datasets.generation import Job, dataset_domain, find_spec, open_episode
-from causaltrace.datasets.seeds import episode_streams
+from causaltrace.datasets.generation import Job
+from causaltrace.datasets.reading import dataset_domain, find_spec, open_episode
 from causaltrace.datasets.storage import read_episode_tables, write_episode_dir
 from causaltrace.episodes.composition import assignments
 from causaltrace.episodes.sampling import EpisodeSpec, build_visible

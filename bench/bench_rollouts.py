@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from causaltrace.env.source import DatasetSource
+from causaltrace.datasets.reading import DatasetSource
 from causaltrace.serve import HostConfig, HostFull, SessionHost
 from causaltrace.serve.host import available_mb
 from causaltrace.tools import EpisodeData

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 
 from causaltrace.audit.stats import wilson
-from causaltrace.datasets.generation import load_labels
+from causaltrace.datasets.reading import load_labels
 
 
 def rate(values: list[float]) -> str:

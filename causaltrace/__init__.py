@@ -7,7 +7,7 @@ analyst sees. This module stays light on purpose: pgmpy, matplotlib, DuckDB and 
 imported only by the functions that need them.
 """
 
-from causaltrace import _moved
+from causaltrace.core.version import __version__
 from causaltrace.episodes.alerts import (
     AlertExplanation,
     AlertReading,
@@ -18,7 +18,9 @@ from causaltrace.episodes.alerts import (
 from causaltrace.episodes.domain import (
     Background,
     Domain,
+    DomainContractError,
     DomainError,
+    Monitor,
     available_domains,
     domain_has_monitor,
     load_domain,
@@ -37,13 +39,22 @@ from causaltrace.errors import (
 )
 from causaltrace.model.counterfactuals import abduct_noise, counterfactual_from_observations
 from causaltrace.model.intervention_points import (
+    CauseInfo,
     InterventionDraw,
     InterventionPoint,
     InterventionPrior,
     candidate_slices,
 )
 from causaltrace.model.interventions import Do, Intervention, Replace, Scale, Shift
-from causaltrace.model.node import Constant, Exogenous, Linear, Mechanism, Node
+from causaltrace.model.node import (
+    Constant,
+    Exogenous,
+    IntervalInvertibleMechanism,
+    InvertibleMechanism,
+    Linear,
+    Mechanism,
+    Node,
+)
 from causaltrace.model.noise import NoiseSpec, NoiseStreams, NoNoise, Normal, Uniform
 from causaltrace.model.panel import Dimension, Panel, TimeAxis
 from causaltrace.model.profiles import Decay, Pulse, Ramp, Step, Window
@@ -61,10 +72,6 @@ from causaltrace.structure.identification import (
     latent_projection,
 )
 
-_moved.install()  # the old module paths (causaltrace.panel, ...) still import, with a warning
-
-__version__ = "0.1.0"
-
 __all__ = [
     "SCM",
     "AbductionError",
@@ -75,8 +82,11 @@ __all__ = [
     "AlertReading",
     "Background",
     "CausalTraceError",
+    "CauseInfo",
     "Domain",
+    "DomainContractError",
     "DomainError",
+    "Monitor",
     "available_domains",
     "domain_has_monitor",
     "explain_alert",
@@ -104,6 +114,8 @@ __all__ = [
     "InterventionError",
     "InterventionPoint",
     "InterventionPrior",
+    "IntervalInvertibleMechanism",
+    "InvertibleMechanism",
     "Linear",
     "Mechanism",
     "MechanismError",

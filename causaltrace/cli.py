@@ -19,8 +19,14 @@ import sys
 from collections.abc import Sequence
 
 import numpy as np
+import yaml
 
+from causaltrace.apps.errors import run_cli
 from causaltrace.episodes.domain import available_domains, load_domain
+from causaltrace.errors import CausalTraceError
+from causaltrace.serve.host import HostConfig
+from causaltrace.structure.export import export_structure
+from causaltrace.tools import ToolConfig
 
 
 def simulate_summary(domain_name: str, seed: int, cause: str | None = None) -> str:
@@ -60,7 +66,6 @@ def simulate_summary(domain_name: str, seed: int, cause: str | None = None) -> s
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from causaltrace.apps.errors import run_cli
 
     return run_cli("causaltrace", _main, argv)
 
@@ -151,8 +156,6 @@ def _main(argv: Sequence[str]) -> int:
             print(f"{name}\t{path}")
         return 0
     if args.command == "export-structure":
-        from causaltrace.structure.export import export_structure
-
         written = export_structure(
             args.domain,
             args.out,
@@ -172,7 +175,6 @@ def _main(argv: Sequence[str]) -> int:
 def _check_types(defaults: object, values: dict, where: str) -> None:
     """Each value of the same kind as the default (a number, a flag, a text), so that a bad
     type is a one-line error here rather than a traceback when the server starts."""
-    from causaltrace.errors import CausalTraceError
 
     for key, value in values.items():
         default = getattr(defaults, key, None)
@@ -192,8 +194,6 @@ def _check_types(defaults: object, values: dict, where: str) -> None:
 
 def _serve(args: argparse.Namespace) -> int:
     """Check the options (a bad one is a one-line error before anything starts), then run."""
-    from causaltrace.errors import CausalTraceError
-    from causaltrace.serve.host import HostConfig
 
     host_config = {
         "max_sessions": args.max_sessions,
@@ -217,16 +217,14 @@ def _serve(args: argparse.Namespace) -> int:
             raise CausalTraceError(f"{flag} must be > 0, got {value}")
     tool_config = None
     if args.tool_config is not None:
-        import yaml
-
-        from causaltrace.tools import ToolConfig
-
         with open(args.tool_config) as f:
             tool_config = yaml.safe_load(f) or {}
         if not isinstance(tool_config, dict):
             raise CausalTraceError(f"{args.tool_config}: a mapping of ToolConfig keys is expected")
         _check_types(ToolConfig(), tool_config, args.tool_config)
         ToolConfig.from_mapping(tool_config)  # unknown keys and bad values fail here, in one line
+
+    # optional: the HTTP server needs fastapi and uvicorn (the serve extra)
     from causaltrace.serve.http import serve
 
     serve(

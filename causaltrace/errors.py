@@ -1,14 +1,26 @@
-"""Exceptions raised by the engine.
+"""Exceptions raised by the engine, in two families.
 
-Every error names the culprit (a node, a dimension, a level, a config key) so that a user
-reading a traceback from deep inside a generation run knows what to fix without a debugger.
+- :class:`CausalTraceError`: the user's input is wrong (a cyclic graph, an unknown node, a
+  malformed config or answer, a damaged file). The commands print one line and exit with
+  status 2. Every such error names the culprit (a node, a dimension, a level, a config key) so
+  that a user reading it from deep inside a generation run knows what to fix.
+- :class:`RunFailure`: the input was fine but the run could not complete (a model or
+  environment server that failed, a remote session that was lost, a replay that diverged). The
+  commands print one line and exit with status 1.
+
+Anything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
 
 
 class CausalTraceError(Exception):
-    """Base class of every error the engine raises on bad input."""
+    """Base class of every error the engine raises on bad input (exit status 2)."""
+
+
+class RunFailure(Exception):
+    """The run could not complete for a reason outside the user's input (exit status 1); the
+    message says why."""
 
 
 class GraphError(CausalTraceError):
@@ -52,5 +64,6 @@ class AbductionError(CausalTraceError):
 
 
 class NotInvertibleError(AbductionError):
-    """A node's mechanism has no inverse in its noise (no ``invert`` nor ``noise_interval``),
+    """A node's mechanism declares no inverse in its noise (it is neither an
+    ``InvertibleMechanism`` nor an ``IntervalInvertibleMechanism``),
     so its noise, and hence its counterfactual, is not determined by the observations."""

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import networkx as nx
 
-def _pyplot():
+
+def pyplot():
+    # lazy: matplotlib takes ~0.5 s to import; only drawing needs it
     import matplotlib
 
     matplotlib.use("Agg", force=True)
+    # lazy: matplotlib takes ~0.5 s to import; only drawing needs it
     import matplotlib.pyplot as plt
 
     return plt
@@ -17,9 +21,8 @@ def _pyplot():
 def draw_graph(scm, path: str | Path, *, title: str, highlight: set[str] = frozenset()) -> str:
     """Draw the SCM's DAG left to right by topological generation; latent nodes dashed,
     ``highlight`` nodes (e.g. intervention targets) in orange. Returns the path written."""
-    import networkx as nx
 
-    plt = _pyplot()
+    plt = pyplot()
     graph = scm.graph
     for layer, nodes in enumerate(nx.topological_generations(graph)):
         for n in nodes:

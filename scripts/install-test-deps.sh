@@ -3,7 +3,7 @@
 # stack is scripts/install-train-deps.sh):
 #   bubblewrap  the sandbox of the agent tools (sql and python); util-linux `unshare` is the
 #               fallback, but the security tests exercise both
-#   chromium    renders the evaluation report in tests/test_eval_report.py
+#   chromium    renders the evaluation report in tests/eval/test_eval_report.py
 # Quiet and quick when both are installed; otherwise installs them with the system's package
 # manager (apt-get, after `apt-get update`; dnf), as root directly or through sudo.
 # Usage: sh scripts/install-test-deps.sh   (the README's test command runs it; so does .ci/run)

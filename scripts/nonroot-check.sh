@@ -7,7 +7,7 @@
 # home (/opt/causaltrace-nonroot/venv: an interpreter under a 0700 home, such as pyenv's under
 # /root, is unreadable by another user), on the first Python 3.11+ that user can run; installs
 # the package (editable) with pytest there; then runs, as that user:
-#   pytest tests/test_tools_security.py tests/test_sandbox_isolation.py tests/test_tools_fork_server.py
+#   pytest tests/tools/test_tools_security.py tests/tools/test_sandbox_isolation.py tests/tools/test_tools_fork_server.py
 #   python bench/bench_rollouts.py --quick
 # As a normal user: runs the same with the current python3.
 # Usage: sh scripts/nonroot-check.sh [--no-bench] [extra pytest arguments]
@@ -23,7 +23,7 @@ if [ "${1:-}" = "--no-bench" ]; then
   bench=0
   shift
 fi
-tests="tests/test_tools_security.py tests/test_sandbox_isolation.py tests/test_tools_fork_server.py"
+tests="tests/tools/test_tools_security.py tests/tools/test_sandbox_isolation.py tests/tools/test_tools_fork_server.py"
 dataset=${CAUSALTRACE_NONROOT_DATASET:-data/ads_test}
 
 if [ "$(id -u)" -ne 0 ]; then

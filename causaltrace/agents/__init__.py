@@ -9,6 +9,7 @@ Domains add their own (the ads domain's ``teacher`` and ``localizer``) through t
 """
 
 from causaltrace.agents.base import (
+    AGENTS,
     Agent,
     available_agents,
     end_episode,
@@ -18,6 +19,7 @@ from causaltrace.agents.base import (
 )
 
 __all__ = [
+    "AGENTS",
     "Agent",
     "available_agents",
     "end_episode",

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from importlib.metadata import entry_points
 from typing import Any, ClassVar
 
 import numpy as np
 
-from causaltrace.errors import CausalTraceError
+from causaltrace.core.registry import Registry
 
 ENTRY_POINT_GROUP = "causaltrace.agents"
-_BUILTIN: dict[str, Callable[..., Agent]] = {}
 
 
 class Agent(ABC):
@@ -23,6 +20,9 @@ class Agent(ABC):
     Agents see only what an LLM sees: the prompt (``session.prompt``), the tool schemas and the
     tool outputs returned by ``session.turn``. They never touch labels or seeds; the harness
     passes each episode its own ``rng`` (derived from the evaluation seed and the episode id).
+
+    Args:
+        config: The agent's config mapping (kept as :attr:`config`); empty by default.
     """
 
     name: ClassVar[str] = ""
@@ -32,10 +32,22 @@ class Agent(ABC):
 
     @abstractmethod
     async def run(self, session, rng: np.random.Generator) -> None:
-        """Drive ``session`` until ``session.done`` (submit, or a budget runs out)."""
+        """Drive ``session`` until ``session.done`` (submit, or a budget runs out).
+
+        Args:
+            session (DiagnosisSession): The episode's session (``prompt``, ``tool_schemas()``,
+                ``turn``).
+            rng: The episode's own generator (for any randomness of the agent).
+        """
 
     async def end_episode(self, session, error: str) -> None:
-        """End ``session`` without an answer after a failure the agent cannot recover from."""
+        """End ``session`` without an answer after a failure the agent cannot recover from.
+
+        Args:
+            session (DiagnosisSession): The episode's session (``prompt``, ``tool_schemas()``,
+                ``turn``).
+            error: What went wrong (recorded in the transcript).
+        """
         await end_episode(session, error)
 
 
@@ -45,47 +57,70 @@ async def end_episode(session, error: str) -> None:
     The session is finished with ``error`` as its reason (no attribution reward); its last
     assistant message carries ``"error": error`` for evaluators. A session that is already done
     is left alone.
+
+    Args:
+        session (DiagnosisSession): The episode's session.
+        error: What went wrong (recorded in the transcript).
     """
     if not session.done:
         await session.finish(str(error))
 
 
-def register_agent(name: str) -> Callable[[type[Agent]], type[Agent]]:
-    """Register a built-in agent class under ``name``."""
+def _agent_class(name: str, obj: Any) -> type[Agent]:
+    if not (isinstance(obj, type) and issubclass(obj, Agent)):
+        raise TypeError(f"{obj!r} is not an Agent subclass")
+    return obj
 
-    def decorate(cls: type[Agent]) -> type[Agent]:
-        _BUILTIN[name] = cls
-        return cls
 
-    return decorate
+# Agents by name: the built-ins below (paths: nothing is imported until an agent is made),
+# the ``causaltrace.agents`` entry points of installed packages (the domains' teachers), and
+# agents registered at run time with :func:`register_agent`.
+AGENTS: Registry[type[Agent]] = Registry("agent", ENTRY_POINT_GROUP, _agent_class)
+AGENTS.register("random", "causaltrace.agents.random_agent:RandomAgent")
+AGENTS.register("openai", "causaltrace.agents.openai_agent:OpenAIAgent")
+AGENTS.register("transformers", "causaltrace.agents.transformers_agent:TransformersAgent")
+
+
+def register_agent(name: str, *, overwrite: bool = False) -> Callable[[type[Agent]], type[Agent]]:
+    """Class decorator: register an agent class under ``name`` (a taken name raises unless
+    ``overwrite=True``). Installed packages register theirs as ``causaltrace.agents`` entry
+    points instead, so that listing agents imports nothing.
+
+    Args:
+        name: The agent's name (what ``make_agent`` and ``agent=<name>`` take).
+        overwrite: Replace an agent of the same name; off by default.
+    """
+    return AGENTS.add(name, overwrite=overwrite)
 
 
 def available_agents() -> list[str]:
-    _load_builtins()
-    return sorted(set(_BUILTIN) | {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)})
+    return AGENTS.names()
 
 
 def make_agent(name: str, config: Mapping[str, Any] | None = None) -> Agent:
-    """An agent by registered name (built-in or from the ``causaltrace.agents`` entry points)."""
-    _load_builtins()
-    if name in _BUILTIN:
-        return _BUILTIN[name](config)
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if ep.name == name:
-            return ep.load()(config)
-    raise CausalTraceError(f"unknown agent {name!r}; available: {', '.join(available_agents())}")
+    """An agent by registered name, or by ``"module:Class"`` path.
 
+    Args:
+        name: A registered agent name (``random``, ``openai``, ``transformers``, a domain's
+            teacher), or a ``"module:Class"`` path to an :class:`Agent` subclass.
+        config: The agent's config mapping; empty by default.
 
-def _load_builtins() -> None:
-    from causaltrace.agents import random_agent, transformers_agent  # noqa: F401  (register)
-
-    with contextlib.suppress(ImportError):  # the openai agent needs the optional client
-        from causaltrace.agents import openai_agent  # noqa: F401
+    Raises:
+        RegistryError: An unknown name, or one that does not load as an :class:`Agent`.
+    """
+    return AGENTS.get(name)(config)
 
 
 def last_json_object(text: str) -> Any:
     """The last line of a tool's output that parses as a JSON object: how a scripted agent
-    reads what its own notebook code printed (the tools return text)."""
+    reads what its own notebook code printed (the tools return text).
+
+    Args:
+        text: A tool's output.
+
+    Raises:
+        ValueError: No line parses as a JSON object.
+    """
     for line in reversed(text.strip().splitlines()):
         line = line.strip()
         if line.startswith("{"):

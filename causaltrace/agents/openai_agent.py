@@ -18,12 +18,12 @@ text). Server errors are retried with exponential backoff and jitter (5xx, 408, 
 connection errors; not other 4xx); one that survives the retries ends the episode without an
 answer and records the error in the transcript, so an evaluation run carries on. Two kinds of
 failure say nothing about the episode and stop the whole run instead
-(:class:`ServerUnavailable`): a server that cannot be reached at all (connection refused, no
+(:class:`ModelServerUnavailable`): a server that cannot be reached at all (connection refused, no
 such host), and a request the server refuses for its configuration (HTTP 401, 403, 404: a
 wrong key, URL or model name). The evaluation harness records no result for the episodes they
 hit, so a re-run retries them.
 
-Config keys (``configs/agent/openai.yaml``): ``model`` (required), ``base_url``, ``api_key``
+Config keys (``causaltrace/conf/agent/openai.yaml``): ``model`` (required), ``base_url``, ``api_key``
 (default: ``$OPENAI_API_KEY``, else ``"EMPTY"``), ``temperature``, ``top_p``, ``max_tokens``,
 ``extra_body``, ``tool_choice``, ``retries``, ``backoff``, ``max_backoff``, ``timeout``,
 ``system_prompt``.
@@ -41,8 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from causaltrace.agents.base import Agent, register_agent
-from causaltrace.errors import CausalTraceError
+from causaltrace.agents.base import Agent
+from causaltrace.errors import CausalTraceError, RunFailure
 
 RETRY_STATUS = frozenset({408, 409, 429})
 REASONING_KEYS = ("reasoning_content", "reasoning", "thinking")
@@ -51,15 +51,20 @@ THINK_BLOCK = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL)
 NAME_FIELD = re.compile(r'"name"\s*:\s*"((?:[^"\\]|\\.)*)"')
 
 
-class ServerError(CausalTraceError):
-    """The chat server failed and retrying did not help (or the error is not retryable)."""
+class ModelServerError(RunFailure):
+    """The chat server failed and retrying did not help (or the error is not retryable).
+
+    Args:
+        message: What failed, for the user.
+        attempts: How many requests were made; 1 by default.
+    """
 
     def __init__(self, message: str, attempts: int = 1):
         super().__init__(message)
         self.attempts = attempts
 
 
-class ServerUnavailable(ServerError):
+class ModelServerUnavailable(ModelServerError):
     """The chat server cannot be reached, or refuses requests for its configuration: no
     episode can run. ``abort_run`` tells the evaluation harness to stop the run and record no
     result for the episode (see ``causaltrace.eval.harness``)."""
@@ -114,7 +119,11 @@ def _call(name: Any, arguments: Any, call_id: Any) -> dict[str, Any]:
 def parse_tool_call_blocks(content: str) -> tuple[list[dict[str, Any]], str | None]:
     """Hermes-style ``<tool_call>`` blocks in ``content`` (outside ``<think>``): the calls and
     the content without them. A block that is not valid JSON becomes a call whose arguments are
-    the raw block, so the tool reports the problem to the agent."""
+    the raw block, so the tool reports the problem to the agent.
+
+    Args:
+        content: The assistant message's text.
+    """
     visible = THINK_BLOCK.sub("", content)
     if "<tool_call>" not in visible:
         return [], content
@@ -136,18 +145,22 @@ def parse_tool_call_blocks(content: str) -> tuple[list[dict[str, Any]], str | No
 
 
 def parse_reply(data: Any) -> Reply:
-    """A chat-completions response body (decoded JSON) as a :class:`Reply`."""
+    """A chat-completions response body (decoded JSON) as a :class:`Reply`.
+
+    Args:
+        data: The decoded response body.
+    """
     if not isinstance(data, Mapping):
-        raise ServerError(f"the server's reply is not a JSON object: {str(data)[:200]!r}")
+        raise ModelServerError(f"the server's reply is not a JSON object: {str(data)[:200]!r}")
     if data.get("error") and not data.get("choices"):
-        raise ServerError(f"the server returned an error: {str(data['error'])[:500]}")
+        raise ModelServerError(f"the server returned an error: {str(data['error'])[:500]}")
     choices = data.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
-        raise ServerError(f"the server's reply has no choices: {json.dumps(data)[:300]}")
+        raise ModelServerError(f"the server's reply has no choices: {json.dumps(data)[:300]}")
     choice = choices[0]
     message = choice.get("message") or {}
     if not isinstance(message, Mapping):
-        raise ServerError(f"the server's reply has no message: {json.dumps(choice)[:300]}")
+        raise ModelServerError(f"the server's reply has no message: {json.dumps(choice)[:300]}")
     content = _text(message.get("content"))
     reasoning = next((_text(message[k]) for k in REASONING_KEYS if message.get(k)), None)
     calls = []
@@ -170,9 +183,19 @@ def parse_reply(data: Any) -> Reply:
     )
 
 
-@register_agent("openai")
 class OpenAIAgent(Agent):
-    """Drives an episode through an OpenAI-compatible chat server (see the module docstring)."""
+    """Drives an episode through an OpenAI-compatible chat server (see the module docstring).
+
+    Args:
+        config: The agent's config: ``model`` (required), ``base_url`` and ``api_key`` (by
+            default from ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY``), the sampling options
+            ``temperature``, ``top_p``, ``max_tokens``, ``tool_choice`` and ``extra_body``,
+            ``retries`` (5), ``backoff`` (1 s), ``max_backoff`` (60 s), ``timeout`` (600 s) and
+            ``system_prompt``.
+
+    Raises:
+        CausalTraceError: A key is unknown, ``model`` is not set, or a retry setting is negative.
+    """
 
     name = "openai"
     KNOWN = frozenset(
@@ -227,7 +250,12 @@ class OpenAIAgent(Agent):
 
     # -- the request --------------------------------------------------------------------
     def request(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict:
-        """The keyword arguments of ``chat.completions.create`` for one turn."""
+        """The keyword arguments of ``chat.completions.create`` for one turn.
+
+        Args:
+            messages: The conversation so far.
+            tools: The tool schemas.
+        """
         c = self.config
         kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "tools": tools}
         for key in ("temperature", "top_p", "max_tokens", "tool_choice"):
@@ -239,6 +267,7 @@ class OpenAIAgent(Agent):
 
     def _client(self):
         try:
+            # optional: the openai client (the eval extra)
             import openai
         except ImportError as exc:  # pragma: no cover - depends on the environment
             raise CausalTraceError(
@@ -252,14 +281,28 @@ class OpenAIAgent(Agent):
         self, attempt: int, rng: np.random.Generator, retry_after: float | None = None
     ) -> float:
         """Seconds to wait before retry ``attempt + 1``: exponential, times a jitter factor in
-        [0.5, 1.5) drawn from the episode's rng, at least the server's ``Retry-After``."""
+        [0.5, 1.5) drawn from the episode's rng, at least the server's ``Retry-After``.
+
+        Args:
+            attempt: The number of the attempt that failed, from 0.
+            rng: The episode's generator (draws the jitter).
+            retry_after: The server's ``Retry-After`` in seconds; none by default.
+        """
         delay = min(self.max_backoff, self.backoff * 2.0**attempt) * (0.5 + rng.random())
         if retry_after is not None:
             delay = max(delay, min(retry_after, self.max_backoff))
         return delay
 
     async def complete(self, client, messages, tools, rng: np.random.Generator) -> Reply:
-        """One completion with retries; raises :class:`ServerError` when it cannot get one."""
+        """One completion with retries; raises :class:`ModelServerError` when it cannot get one.
+
+        Args:
+            client (openai.AsyncOpenAI): The client.
+            messages (list[dict]): The conversation so far.
+            tools (list[dict]): The tool schemas.
+            rng: The episode's generator (draws the backoff jitter).
+        """
+        # optional: the openai client (the eval extra)
         import openai
 
         kwargs = self.request(messages, tools)
@@ -271,7 +314,7 @@ class OpenAIAgent(Agent):
                 try:
                     data = json.loads(raw.text)
                 except ValueError:
-                    raise ServerError(
+                    raise ModelServerError(
                         f"the server's reply is not JSON: {raw.text[:200]!r}", attempt + 1
                     ) from None
                 return parse_reply(data)
@@ -296,18 +339,18 @@ class OpenAIAgent(Agent):
                     cause = exc.__cause__ or exc.__context__
                     detail = f" ({_short(str(cause), 200)})" if cause else ""
                     error = f"the chat server at {self.server} cannot be reached{detail}"
-            except ServerError as exc:
+            except ModelServerError as exc:
                 exc.attempts = attempt + 1
                 raise
             if not retryable or attempt >= self.retries:
-                kind = ServerUnavailable if unavailable else ServerError
+                kind = ModelServerUnavailable if unavailable else ModelServerError
                 raise kind(f"{error} (after {attempt + 1} attempt(s))", attempt + 1)
             await asyncio.sleep(self.backoff_delay(attempt, rng, retry_after))
             attempt += 1
 
     # -- the episode --------------------------------------------------------------------
     async def run(self, session, rng: np.random.Generator) -> None:
-        tools = session.source.tool_schemas()
+        tools = session.tool_schemas()
         messages: list[dict[str, Any]] = []
         if self.system_prompt:
             messages.append({"role": "system", "content": str(self.system_prompt)})
@@ -317,9 +360,9 @@ class OpenAIAgent(Agent):
             while not session.done:
                 try:
                     reply = await self.complete(client, messages, tools, rng)
-                except ServerUnavailable:
+                except ModelServerUnavailable:
                     raise  # no episode can run: the harness stops the run
-                except ServerError as exc:
+                except ModelServerError as exc:
                     await self.end_episode(session, str(exc))
                     return
                 await self._turn(session, messages, reply)

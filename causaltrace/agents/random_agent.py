@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from causaltrace.agents.base import Agent, register_agent
+from causaltrace.agents.base import Agent
 
 
-@register_agent("random")
 class RandomAgent(Agent):
     """Submits a uniformly random cause and a slice drawn from that cause's candidate slices
     (uniform over its slice dimension sets, then over their levels), without any tool call."""

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from causaltrace.agents.base import Agent, register_agent
+from causaltrace.agents.base import Agent
 from causaltrace.errors import CausalTraceError
 
 _CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
@@ -28,7 +28,11 @@ _CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 def parse_hermes(text: str) -> tuple[str, list[dict[str, Any]]]:
     """``(content, calls)`` of a generated turn: the text outside ``<tool_call>`` blocks and
     each block's ``{"name", "arguments"}`` (a block that is not such JSON is passed on as a call
-    of tool ``""`` so that the environment answers with an error, as it would for a server)."""
+    of tool ``""`` so that the environment answers with an error, as it would for a server).
+
+    Args:
+        text: The generated turn.
+    """
     calls = []
     for block in _CALL.findall(text):
         try:
@@ -54,10 +58,16 @@ def _object(arguments: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-@register_agent("transformers")
 class TransformersAgent(Agent):
     """Config: ``model`` (a checkpoint directory or hub name), ``max_new_tokens`` per turn
-    (default 1024), ``system_prompt`` (optional), ``device`` (default ``cpu``)."""
+    (default 1024), ``system_prompt`` (optional), ``device`` (default ``cpu``).
+
+    Args:
+        config (Mapping | None): The agent's config, as above; ``model`` is required.
+
+    Raises:
+        CausalTraceError: ``model`` is not set.
+    """
 
     name = "transformers"
 
@@ -71,6 +81,7 @@ class TransformersAgent(Agent):
 
     def _load(self):
         if self._loaded is None:
+            # optional: the train extra
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
             path = str(self.config["model"])
@@ -85,6 +96,7 @@ class TransformersAgent(Agent):
             return self._generate_locked(messages, tools)
 
     def _generate_locked(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
+        # optional: the train extra
         import torch
 
         tokenizer, model = self._load()
@@ -106,7 +118,7 @@ class TransformersAgent(Agent):
         return text
 
     async def run(self, session, rng: np.random.Generator) -> None:
-        tools = session.source.tool_schemas()
+        tools = session.tool_schemas()
         messages: list[dict[str, Any]] = []
         if self.config.get("system_prompt"):
             messages.append({"role": "system", "content": str(self.config["system_prompt"])})

@@ -17,8 +17,10 @@ import sys
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from causaltrace.apps.config_dir import config_dir
-from causaltrace.apps.errors import option, run_hydra_app, run_task
+from causaltrace.apps.configs import CONFIG_PATH, register_search_path
+from causaltrace.apps.errors import run_hydra_app, run_task
+from causaltrace.apps.schema import AuditOptions, options
+from causaltrace.audit.run import AuditConfig, run_audit
 from causaltrace.errors import CausalTraceError
 
 PROG = "causaltrace-audit"
@@ -37,37 +39,32 @@ def _paths(value, key: str) -> tuple[str, ...]:
 
 def audit_config(plain: dict, command: str = ""):
     """An :class:`~causaltrace.audit.run.AuditConfig` from the resolved Hydra config."""
-    from causaltrace.audit.run import AuditConfig
 
     datasets = _paths(plain.get("datasets"), "datasets")
     if not datasets:
         raise CausalTraceError("no dataset given: add dataset=<path> (or datasets=[a,b])")
-    scan_alpha = option(plain, "scan_alpha", float, None, nullable=True)
-    if scan_alpha is not None and not 0 < scan_alpha < 1:
-        raise CausalTraceError(f"scan_alpha must be in (0, 1), got {scan_alpha}")
+    opts = options(AuditOptions, plain)
     return AuditConfig(
-        domain=dict(plain.get("domain") or {}),
+        domain=dict(opts.domain or {}),
         datasets=datasets,
-        out=str(plain["out"]),
-        results=_paths(plain.get("results"), "results"),
-        episodes=option(plain, "episodes", int, None, minimum=1, nullable=True),
-        seed=option(plain, "seed", int, 0, minimum=0),
-        scan_alpha=scan_alpha,
-        onset_step=option(plain, "onset_step", int, 2, minimum=1),
-        refine_top=option(plain, "refine_top", int, 5, minimum=1),
-        channel_threshold=option(plain, "channel_threshold", float, 0.05, minimum=0),
-        folds=option(plain, "folds", int, 5, minimum=2),
-        tree_depth=option(plain, "tree_depth", int, 2, minimum=1),
-        decoy_tables=_paths(plain.get("decoy_tables"), "decoy_tables"),
+        out=opts.out,
+        results=_paths(opts.results, "results"),
+        episodes=opts.episodes,
+        seed=opts.seed,
+        scan_alpha=opts.scan_alpha,
+        onset_step=opts.onset_step,
+        refine_top=opts.refine_top,
+        channel_threshold=opts.channel_threshold,
+        folds=opts.folds,
+        tree_depth=opts.tree_depth,
+        decoy_tables=_paths(opts.decoy_tables, "decoy_tables"),
         record_tables=(
-            None
-            if plain.get("record_tables") is None
-            else _paths(plain["record_tables"], "record_tables")
+            None if opts.record_tables is None else _paths(opts.record_tables, "record_tables")
         ),
-        rule_precision=option(plain, "rule_precision", float, 0.85, minimum=0),
-        rule_recall=option(plain, "rule_recall", float, 0.3, minimum=0),
-        rule_repeats=option(plain, "rule_repeats", int, 3, minimum=1),
-        progress=option(plain, "progress", bool, True),
+        rule_precision=opts.rule_precision,
+        rule_recall=opts.rule_recall,
+        rule_repeats=opts.rule_repeats,
+        progress=opts.progress,
         command=command,
     )
 
@@ -78,7 +75,6 @@ def _command() -> str:
 
 
 def audit(cfg: DictConfig):
-    from causaltrace.audit.run import run_audit
 
     plain = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
     path = run_audit(audit_config(plain, _command()))
@@ -86,7 +82,7 @@ def audit(cfg: DictConfig):
     return path
 
 
-@hydra.main(config_path=config_dir(), config_name="audit", version_base="1.3")
+@hydra.main(config_path=CONFIG_PATH, config_name="audit", version_base="1.3")
 def _main(cfg: DictConfig) -> None:
     run_task(PROG, audit, cfg)
 
@@ -109,6 +105,7 @@ def _quoted(path: str) -> str:
 def main() -> None:
     _typed[:] = [a for a in sys.argv[1:] if a != "--debug"]
     sys.argv = [sys.argv[0], *rewrite_dataset_override(sys.argv[1:])]
+    register_search_path()
     sys.exit(run_hydra_app(PROG, _main))
 
 

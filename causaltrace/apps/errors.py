@@ -1,9 +1,11 @@
 """How the command-line apps report a failure: one line for a user's mistake, a traceback only
 when asked.
 
-A user error (a bad override or option, an unknown episode or dataset, a damaged file, an
-unreachable model server, a dataset of another config...) prints ``<prog>: error: <message>``
-on stderr and exits with status 2 (1 for a run that could not be completed). ``--debug`` on the
+A user error (a bad override or option, an unknown episode or dataset, a damaged file, a
+dataset of another config: :class:`~causaltrace.errors.CausalTraceError`, or Hydra's and
+OmegaConf's own) prints ``<prog>: error: <message>`` on stderr and exits with status 2; a run
+that could not be completed (:class:`~causaltrace.errors.RunFailure`: an unreachable model
+server, a lost session) prints the same line and exits with status 1. ``--debug`` on the
 command line, or ``HYDRA_FULL_ERROR=1`` in the environment, shows the full traceback instead.
 Anything else is a bug and keeps its traceback.
 """
@@ -15,34 +17,36 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from hydra.core.hydra_config import HydraConfig
+from hydra.errors import HydraException
+from hydra.types import RunMode
+from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
+
+from causaltrace.errors import CausalTraceError, RunFailure
+
 DEBUG_FLAG = "--debug"
 USER_ERROR = 2
 _debug = False  # set by run_hydra_app for the task function (same process)
 
 
-class RunIncomplete(Exception):
-    """The command ran but could not finish its work (exit status 1); the message says why."""
-
-
 def user_errors() -> tuple[type[BaseException], ...]:
     """Exception types that mean the user (config, options, data, environment) is at fault."""
-    from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
-
-    from causaltrace.errors import CausalTraceError
-
-    return (CausalTraceError, RunIncomplete, HydraException, OmegaConfBaseException)
+    return (CausalTraceError, RunFailure, HydraException, OmegaConfBaseException)
 
 
 def one_line(exc: BaseException) -> str:
     """The error as one line of text."""
-    from omegaconf.errors import MissingMandatoryValue
-
     if isinstance(exc, MissingMandatoryValue):
         key = getattr(exc, "full_key", None) or "a value"
         return f"{key} is required and not set: add {key}=... to the command line"
     options = getattr(exc, "options", None)
     text = str(exc).strip() or type(exc).__name__
+    key = getattr(exc, "full_key", None)
+    if isinstance(exc, OmegaConfBaseException) and key and not text.startswith(str(key)):
+        text = f"{key}: {text}"  # OmegaConf puts the key on a detail line dropped below
+    cause = exc.__cause__
+    if isinstance(exc, HydraException) and isinstance(cause, OmegaConfBaseException):
+        text = f"{text}: {one_line(cause)}"  # "Error merging override x=y": say why
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     if options and lines:  # hydra's MissingConfigException lists the options one per line
         first = lines[0]
@@ -66,7 +70,7 @@ def report(prog: str, exc: BaseException) -> int:
     else:
         text = one_line(exc)
     print(f"{prog}: error: {text}", file=sys.stderr)
-    return 1 if isinstance(exc, RunIncomplete) else USER_ERROR
+    return 1 if isinstance(exc, RunFailure) else USER_ERROR
 
 
 def debug_requested(argv: Sequence[str]) -> bool:
@@ -80,9 +84,6 @@ def run_task(prog: str, task: Callable[[Any], Any], cfg: Any) -> Any:
     and the traceback; in a single run, the error is reported here and the process exits
     before that. In a multirun the job's error is raised, so that the launcher sees which job
     failed (:func:`run_hydra_app` still reports it in one line)."""
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
     try:
         return task(cfg)
     except Exception as exc:
@@ -129,28 +130,3 @@ def run_cli(prog: str, main: Callable[[list[str]], int], argv: Sequence[str] | N
         if debug or not is_user_error(exc):
             raise  # a bug: keep the traceback
         return report(prog, exc)
-
-
-def option(config, key: str, kind: type, default=None, *, minimum=None, nullable: bool = False):
-    """``config[key]`` as ``kind`` (int, float or bool), or ``default`` if unset; a bad value is
-    a :class:`~causaltrace.errors.CausalTraceError` that names the key and the value."""
-    from causaltrace.errors import CausalTraceError
-
-    value = config.get(key)
-    if value is None:
-        if nullable or default is None:
-            return default
-        value = default
-    names = {int: "an integer", float: "a number", bool: "true or false"}
-    ok = (
-        isinstance(value, bool)
-        if kind is bool
-        else isinstance(value, int | float) and not isinstance(value, bool)
-        if kind is float
-        else isinstance(value, int) and not isinstance(value, bool)
-    )
-    if not ok:
-        raise CausalTraceError(f"{key} must be {names[kind]}, got {value!r}")
-    if minimum is not None and value < minimum:
-        raise CausalTraceError(f"{key} must be >= {minimum}, got {value!r}")
-    return kind(value)

@@ -30,17 +30,22 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from causaltrace.apps.config_dir import config_dir
-from causaltrace.apps.errors import RunIncomplete, option, run_hydra_app, run_task
-from causaltrace.datasets.storage import json_load
-from causaltrace.errors import CausalTraceError
+from causaltrace.agents import make_agent
+from causaltrace.apps.configs import CONFIG_PATH, register_search_path
+from causaltrace.apps.errors import run_hydra_app, run_task
+from causaltrace.apps.schema import EvalConfig, options
+from causaltrace.core.files import json_load
+from causaltrace.datasets.generation import Job, run
+from causaltrace.env import DatasetSource, EnvConfig
+from causaltrace.errors import CausalTraceError, RunFailure
+from causaltrace.eval import evaluate
+from causaltrace.tools import ToolConfig
 
 log = logging.getLogger(__name__)
 
 
 def ensure_dataset(plain: Mapping[str, Any]) -> Path:
     """The dataset directory, generated first if it has no manifest."""
-    from causaltrace.datasets.generation import Job, run
 
     root = Path(str(plain["dataset_dir"]))
     manifest = root / "manifest.json"
@@ -57,7 +62,7 @@ def ensure_dataset(plain: Mapping[str, Any]) -> Path:
                 "verifier": plain.get("verifier") or {},
             }
         )
-        summary = run(job, 0, 1, option(plain, "progress", bool, True))
+        summary = run(job, 0, 1, bool(plain.get("progress", True)))
         if not summary["manifest_written"]:
             raise CausalTraceError(f"generating {root} did not finish (no manifest written)")
         return root
@@ -76,11 +81,8 @@ def ensure_dataset(plain: Mapping[str, Any]) -> Path:
 
 def evaluate_from_config(cfg: DictConfig | Mapping[str, Any]):
     """Everything ``causaltrace-eval`` does, from a (resolved) config; returns the summary."""
-    from causaltrace.agents import make_agent
-    from causaltrace.env import DatasetSource, EnvConfig
-    from causaltrace.eval import evaluate
-    from causaltrace.tools import ToolConfig
 
+    opts = options(EvalConfig, cfg)
     if isinstance(cfg, DictConfig):
         plain = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
     else:
@@ -96,17 +98,18 @@ def evaluate_from_config(cfg: DictConfig | Mapping[str, Any]):
     episodes = plain.get("episodes")
     if episodes is not None and not isinstance(episodes, list | tuple):
         raise CausalTraceError(f"episodes must be a list of episode ids, got {episodes!r}")
-    options = {
-        "concurrency": option(plain, "concurrency", int, 4, minimum=1),
-        "seed": option(plain, "seed", int, 0, minimum=0),
-        "limit": option(plain, "limit", int, None, minimum=0, nullable=True),
-        "progress": option(plain, "progress", bool, True),
-        "rerun_errors": option(plain, "rerun_errors", bool, False),
-        "episode_timeout": option(plain, "episode_timeout", float, None, nullable=True),
-        "n_boot": option(plain, "n_boot", int, 1000, minimum=1),
+    run_options = {
+        name: getattr(opts, name)
+        for name in (
+            "concurrency",
+            "seed",
+            "limit",
+            "progress",
+            "rerun_errors",
+            "episode_timeout",
+            "n_boot",
+        )
     }
-    if options["episode_timeout"] is not None and options["episode_timeout"] <= 0:
-        raise CausalTraceError(f"episode_timeout must be > 0, got {options['episode_timeout']}")
     env_config = EnvConfig.from_mapping(plain.get("env") or {})
     tool_config = ToolConfig.from_mapping(plain.get("tools") or {})
     agent = make_agent(agent_cfg["name"], agent_cfg)
@@ -119,32 +122,33 @@ def evaluate_from_config(cfg: DictConfig | Mapping[str, Any]):
             env_config=env_config,
             episodes=list(episodes) if episodes is not None else None,
             tool_config=tool_config,
-            **options,
+            **run_options,
         )
     )
     if summary.records:
         print(summary.summary_text())
     print(f"ran {summary.ran} episode(s), resumed {summary.resumed}; outputs in {summary.out_dir}")
     if summary.aborted:
-        raise RunIncomplete(
+        raise RunFailure(
             f"{summary.aborted}; {len(summary.failed)} episode(s) were not run to the end and "
             f"not recorded: re-run the same command to retry them"
         )
     if summary.failed:
         first = sorted(summary.failed)[0]
-        raise RunIncomplete(
+        raise RunFailure(
             f"{len(summary.failed)} episode(s) could not start (first: {first}: "
             f"{summary.failed[first]}); re-run the same command to retry them"
         )
     return summary
 
 
-@hydra.main(config_path=config_dir(), config_name="eval", version_base="1.3")
+@hydra.main(config_path=CONFIG_PATH, config_name="eval", version_base="1.3")
 def _main(cfg: DictConfig) -> None:
     run_task("causaltrace-eval", evaluate_from_config, cfg)
 
 
 def main() -> None:
+    register_search_path()
     sys.exit(run_hydra_app("causaltrace-eval", _main))
 
 

@@ -19,8 +19,9 @@ import sys
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from causaltrace.apps.config_dir import config_dir
-from causaltrace.apps.errors import option, run_hydra_app, run_task
+from causaltrace.apps.configs import CONFIG_PATH, register_search_path
+from causaltrace.apps.errors import run_hydra_app, run_task
+from causaltrace.apps.schema import GenerateConfig, options
 from causaltrace.datasets.generation import (
     Job,
     acceptance_report,
@@ -30,24 +31,17 @@ from causaltrace.datasets.generation import (
     write_manifest,
 )
 from causaltrace.datasets.ray_executor import generate_with_ray
-from causaltrace.errors import CausalTraceError
 
 
 def generate(cfg: DictConfig) -> dict:
+    opts = options(GenerateConfig, cfg)
     plain = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
     job = Job.from_config(plain)
-    executor = plain.get("executor", "local")
-    num_workers = option(plain, "num_workers", int, 1, minimum=1)
-    worker_index = option(plain, "worker_index", int, 0, minimum=0)
-    progress = option(plain, "progress", bool, True)
-    if executor == "ray":
-        ray_cfg = plain.get("ray") or {}
+    num_workers, worker_index, progress = opts.num_workers, opts.worker_index, opts.progress
+    if opts.executor == "ray":
         check_existing(job)  # refuse here, not in each Ray task
         results = generate_with_ray(
-            plain,
-            num_workers,
-            address=ray_cfg.get("address"),
-            num_cpus=ray_cfg.get("num_cpus"),
+            plain, num_workers, address=opts.ray.address, num_cpus=opts.ray.num_cpus
         )
         summary = {
             "episodes": sum(r["episodes"] for r in results),
@@ -55,11 +49,9 @@ def generate(cfg: DictConfig) -> dict:
             "manifest_written": write_manifest(job) is not None,
             "shards": [],
         }
-    elif executor == "local":
+    else:
         pending_shards(job, worker_index, num_workers)  # checks the worker index
         summary = run(job, worker_index, num_workers, progress)
-    else:
-        raise CausalTraceError(f"executor must be 'local' or 'ray', got {executor!r}")
     if summary["manifest_written"]:
         print(f"dataset complete: {job.out_dir}")
         print(acceptance_report(job.out_dir).to_string())
@@ -69,12 +61,13 @@ def generate(cfg: DictConfig) -> dict:
     return summary
 
 
-@hydra.main(config_path=config_dir(), config_name="generate", version_base="1.3")
+@hydra.main(config_path=CONFIG_PATH, config_name="generate", version_base="1.3")
 def _main(cfg: DictConfig) -> None:
     run_task("causaltrace-generate", generate, cfg)
 
 
 def main() -> None:
+    register_search_path()
     sys.exit(run_hydra_app("causaltrace-generate", _main))
 
 

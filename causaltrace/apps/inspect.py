@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from causaltrace.apps.errors import run_cli
-from causaltrace.datasets.generation import (
+from causaltrace.datasets.reading import (
     dataset_domain,
     load_index,
     load_labels,
@@ -28,19 +28,22 @@ from causaltrace.datasets.generation import (
 )
 from causaltrace.datasets.storage import PROMPT_FILE, DatasetLayout, read_episode_tables
 from causaltrace.errors import CausalTraceError
+from causaltrace.plotting import pyplot
 
 
 def plot_kpi(out_dir: str, episode: str, path: str) -> str:
     """The alerted KPI per day, factual against counterfactual, with the onset marked."""
-    from causaltrace.plotting import _pyplot
 
     domain = dataset_domain(out_dir)
+    monitor = domain.monitor
+    if monitor is None:
+        raise NotImplementedError(f"domain {domain.name!r} has no monitor (no alerted KPI)")
     built = rebuild_episode(out_dir, episode)
-    kpi = domain.alert_kpi(built.tables)
+    kpi = monitor.alert_kpi(built.tables)
     days = domain.scm.panel.time.values
-    factual = domain.kpi_daily(built.worlds.factual, kpi)
-    counterfactual = domain.kpi_daily(built.worlds.counterfactual, kpi)
-    plt = _pyplot()
+    factual = monitor.kpi_daily(built.worlds.factual, kpi)
+    counterfactual = monitor.kpi_daily(built.worlds.counterfactual, kpi)
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(9, 4))
     ax.plot(days, counterfactual, label="counterfactual (no cause)", color="#888888", ls="--")
     ax.plot(days, factual, label="factual (what the agent sees)", color="#1d3557")

@@ -14,7 +14,7 @@ report with figures; each module here is one section (see docs/audit.md):
 - :mod:`~causaltrace.audit.records`, :mod:`~causaltrace.audit.alert_lines` and
   :mod:`~causaltrace.audit.rules`: the per-cause rule probe over non-metric data (record
   tables and the prompt's alert lines);
-- :mod:`~causaltrace.audit.report`: the Markdown report and its figures.
+- :mod:`~causaltrace.audit.markdown`: the Markdown report and its figures.
 
 The package is domain-free: a domain is loaded by name through :func:`causaltrace.load_domain`.
 """

@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from causaltrace.datasets.generation import dataset_domain
-from causaltrace.datasets.seeds import episode_streams
+from causaltrace.core.seeds import episode_streams
+from causaltrace.datasets.reading import dataset_domain
 from causaltrace.model.intervention_points import InterventionDraw
 
 
@@ -76,7 +76,11 @@ class CauseShift:
 
 def attempt_draws(dataset_dir: str | Path) -> Iterator[AttemptDraw]:
     """Every attempt's draw of every episode of a generated split, remade from the seeds (no
-    simulation: a draw costs about a millisecond)."""
+    simulation: a draw costs about a millisecond).
+
+    Args:
+        dataset_dir: The generated split's directory.
+    """
     domain = dataset_domain(dataset_dir)
     scm = domain.scm
     n_cells = scm.panel.n_cells
@@ -126,7 +130,11 @@ def _chi_square(accepted: Counter, rejected: Counter) -> float:
 def acceptance_shift(dataset_dir: str | Path) -> list[CauseShift]:
     """Per cause and assigned slice order: how the accepted draws differ from the rejected ones
     (strength, onset, the slice's size and dimensions), with two-sample tests; causes in the
-    domain's order."""
+    domain's order.
+
+    Args:
+        dataset_dir: The generated split's directory.
+    """
     groups: dict[tuple[str, int | None], list[AttemptDraw]] = defaultdict(list)
     for item in attempt_draws(dataset_dir):
         groups[item.draw.point, item.slice_order].append(item)
@@ -172,7 +180,11 @@ def acceptance_shift(dataset_dir: str | Path) -> list[CauseShift]:
 
 def shift_table(shifts: Sequence[CauseShift]) -> str:
     """A Markdown table of :func:`acceptance_shift` (means of rejected / accepted draws, and
-    the two-sample p-value)."""
+    the two-sample p-value).
+
+    Args:
+        shifts: What :func:`acceptance_shift` returns.
+    """
     rows = [
         "| cause | slice order | attempts | accepted | strength (KS p) | onset (KS p) "
         "| slice's share of cells (KS p) |",
@@ -191,7 +203,11 @@ def shift_table(shifts: Sequence[CauseShift]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m causaltrace.audit.acceptance DATASET_DIR``: print the table."""
+    """``python -m causaltrace.audit.acceptance DATASET_DIR``: print the table.
+
+    Args:
+        argv: The command-line arguments; ``sys.argv[1:]`` by default.
+    """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dataset_dir")
     args = parser.parse_args(argv)

@@ -1,5 +1,5 @@
 """Channels: which channels (volume, mix, rate, ...) a cause actually moves, against the
-channels its intervention point declares (``metadata["channels"]``).
+channels its intervention point declares (``info.channels``).
 
 Measured from the labels alone, without re-simulating: a label records every KPI's factual and
 counterfactual totals after the onset, inside the slice and over the whole panel, and the
@@ -86,9 +86,6 @@ def channel_audit(
     frame["cause"] = causes
     order = [c for c in domain.scm.intervention_points if c in set(causes)]
     moved = frame.groupby("cause").mean().reindex(order)
-    declared = {
-        name: tuple(point.metadata.get("channels") or ())
-        for name, point in domain.scm.intervention_points.items()
-    }
+    declared = {name: point.info.channels for name, point in domain.scm.intervention_points.items()}
     counts = frame.groupby("cause").size().to_dict()
     return ChannelAudit(moved, {k: int(v) for k, v in counts.items()}, declared, threshold)

@@ -18,6 +18,7 @@ import pandas as pd
 
 from causaltrace.audit.stats import wilson
 from causaltrace.episodes.domain import Domain
+from causaltrace.plotting import pyplot
 
 QUANTILE_BINS = 4
 MAX_LEVELS = 6  # a numeric knob with at most this many values is binned by value
@@ -39,7 +40,7 @@ def knobs_of(domain: Domain, label: Mapping[str, Any], stats: Mapping[str, Any])
     out["slice_order"] = 0 if not text else str(text).count("&") + 1
     out["profile"] = label.get("profile")
     point = domain.scm.intervention_points.get(str(label.get("cause")))
-    if point is not None and not point.metadata.get("no_signal"):
+    if point is not None and not point.info.no_signal:
         lo, hi = point.prior.strength
         strength = float(label.get("strength", np.nan))
         out["strength_rel"] = (strength - lo) / (hi - lo) if hi > lo else np.nan
@@ -139,9 +140,8 @@ def _bin_order(bins: list[str]) -> list[str]:
 
 def plot_curves(lines: Sequence[Curve], path: str) -> str:
     """Accuracy per bin, one line per solver and dataset, with Wilson intervals."""
-    from causaltrace.plotting import _pyplot
 
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
     for i, line in enumerate(lines):
         x = np.arange(len(line.bins)) + (i - (len(lines) - 1) / 2) * 0.04

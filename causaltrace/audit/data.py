@@ -1,7 +1,7 @@
 """Opening a dataset for the audit: the visible directory of each episode, its label, its
 private verifier stats, and the domain it was generated with.
 
-Visible files come from :func:`causaltrace.datasets.generation.open_episode`, as the evaluation and
+Visible files come from :func:`causaltrace.datasets.reading.open_episode`, as the evaluation and
 ``causaltrace-inspect`` read them: a materialized split's stored directory as it is; a lazy
 split's tables rebuilt from the spec into ``cache_dir`` (never into the dataset).
 """
@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from causaltrace.datasets.storage import PROMPT_FILE, DatasetLayout, json_load, read_episode_tables
+from causaltrace.core.files import json_load
+from causaltrace.datasets.reading import open_episode
+from causaltrace.datasets.storage import PROMPT_FILE, DatasetLayout, read_episode_tables
 from causaltrace.episodes.domain import Domain, load_domain
 from causaltrace.errors import CausalTraceError
 
@@ -84,7 +86,6 @@ class AuditDataset:
         return len(self.ids)
 
     def episode(self, episode_id: str) -> AuditEpisode:
-        from causaltrace.datasets.generation import open_episode
 
         # The stored directory when it is there; else rebuilt into the cache, never the dataset.
         directory = open_episode(self.root, episode_id, cache_dir=self.cache_dir / self.name)

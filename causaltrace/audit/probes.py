@@ -60,6 +60,7 @@ def _empty(name: str, y: np.ndarray) -> ProbeResult:
 
 
 def _cross_validate(model, X: pd.DataFrame, y: np.ndarray, folds: int, seed: int) -> np.ndarray:
+    # lazy: scikit-learn takes ~1 s to import; only the probes use it
     from sklearn.model_selection import StratifiedKFold, cross_val_predict
 
     splitter = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed)
@@ -91,6 +92,7 @@ def leakage_probe(
     name: str = "leakage",
 ) -> ProbeResult:
     """A random forest on ``X``; out-of-fold accuracy against chance (module docstring)."""
+    # lazy: scikit-learn takes ~1 s to import; only the probes use it
     from sklearn.ensemble import RandomForestClassifier
 
     y = np.asarray(y)
@@ -113,6 +115,7 @@ def shortcut_probe(
     name: str = "shortcut",
 ) -> ProbeResult:
     """A depth-``depth`` decision tree on ``X``; out-of-fold accuracy and the fitted rule."""
+    # lazy: scikit-learn takes ~1 s to import; only the probes use it
     from sklearn.tree import DecisionTreeClassifier, export_text
 
     y = np.asarray(y)

@@ -102,7 +102,10 @@ def _seed(rng: np.random.Generator) -> int:
 
 
 def _model(depth: int, rng: np.random.Generator, trees: int):
+    # lazy: scikit-learn takes ~1 s to import; only the probes use it
     from sklearn.ensemble import RandomForestClassifier
+
+    # lazy: scikit-learn takes ~1 s to import; only the probes use it
     from sklearn.tree import DecisionTreeClassifier
 
     if depth == FOREST:
@@ -118,6 +121,7 @@ def _folds(y: np.ndarray, wanted: int) -> int:
 
 
 def _split(y: np.ndarray, folds: int, rng: np.random.Generator):
+    # lazy: scikit-learn takes ~1 s to import; only the probes use it
     from sklearn.model_selection import StratifiedKFold
 
     splitter = StratifiedKFold(n_splits=_folds(y, folds), shuffle=True, random_state=_seed(rng))

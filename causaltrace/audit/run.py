@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from tqdm import tqdm
 
 from causaltrace.audit import channels as ch
 from causaltrace.audit import curves as cv
@@ -22,11 +23,11 @@ from causaltrace.audit import distinguish as dist
 from causaltrace.audit import features as ft
 from causaltrace.audit import records as rec
 from causaltrace.audit.data import AuditDataset, read_agent_results
+from causaltrace.audit.markdown import Report, heatmap, rate_table
 from causaltrace.audit.probes import ProbeResult, leakage_probe, shortcut_probe
-from causaltrace.audit.report import Report, heatmap, rate_table
 from causaltrace.audit.rules import RuleProbe, rule_probe
 from causaltrace.audit.stats import fmt_rate
-from causaltrace.datasets.storage import atomic_write_text
+from causaltrace.core.files import atomic_write_text
 from causaltrace.episodes.oracle import OracleSolver, posterior_margin
 from causaltrace.errors import CausalTraceError
 from causaltrace.model.slices import parse_slice
@@ -34,7 +35,7 @@ from causaltrace.model.slices import parse_slice
 
 @dataclass(frozen=True)
 class AuditConfig:
-    """What ``causaltrace-audit`` was asked (``configs/audit.yaml``)."""
+    """What ``causaltrace-audit`` was asked (``causaltrace/conf/audit.yaml``)."""
 
     domain: Mapping[str, Any]
     datasets: tuple[str, ...]
@@ -85,7 +86,12 @@ def _canonical(text: str | None) -> str | None:
 
 def record_tables_of(cfg: AuditConfig, domain) -> tuple[str, ...]:
     """The rule probe's tables: the config's, else the domain's declared record tables, else
-    the decoy tables (a domain that declares none)."""
+    the decoy tables (a domain that declares none).
+
+    Args:
+        cfg: The audit's config.
+        domain (Domain): The datasets' domain.
+    """
     if cfg.record_tables is not None:
         return tuple(cfg.record_tables)
     return tuple(getattr(domain, "record_tables", ()) or cfg.decoy_tables)
@@ -99,7 +105,6 @@ def _truths(label: Mapping[str, Any]) -> set[str]:
 def _progress(total: int, desc: str, enabled: bool):
     if not enabled:
         return None
-    from tqdm import tqdm
 
     return tqdm(total=total, desc=desc, unit="ep")
 
@@ -190,7 +195,15 @@ def _attach_agents(rows: pd.DataFrame, datasets: Sequence[AuditDataset], results
 
 
 def run_audit(cfg: AuditConfig) -> Path:
-    """Everything ``causaltrace-audit`` does; returns the report's path."""
+    """Everything ``causaltrace-audit`` does; returns the report's path.
+
+    Args:
+        cfg: The audit's config: the datasets, the output directory, the seed and the probes'
+            settings.
+
+    Raises:
+        CausalTraceError: No dataset is given.
+    """
     if not cfg.datasets:
         raise CausalTraceError("no dataset given: add dataset=<path> (or datasets=[a,b])")
     out = Path(cfg.out)
@@ -384,6 +397,7 @@ def _channels(r: Report, out: Path, domain, labels, threshold: float) -> None:
     r.p(
         f"Share of episodes in which each channel moved (a reading changed by more than "
         f"{threshold:.0%}, factual against counterfactual, from the labels' KPI totals). "
+        # (CauseInfo.channels; the wording is kept so that regenerated reports stay the same)
         "Declared channels are the intervention points' `metadata['channels']`."
     )
     table = audit.moved.copy()
@@ -424,7 +438,7 @@ def _probes(r: Report, leaks: Sequence[ProbeResult], shortcut: ProbeResult) -> N
         "chance there says the stored bytes' size alone gives the cause away. The agent tools "
         "do not show them: the python tool takes the table files out of the sandbox once they "
         "are loaded, and the sql tool refuses the functions that report storage "
-        "(tests/test_tools_size_channel.py); the prompt's length follows the alert it names, "
+        "(tests/tools/test_tools_size_channel.py); the prompt's length follows the alert it names, "
         "which the agent is meant to read."
     )
     for probe in leaks:

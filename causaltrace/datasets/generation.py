@@ -27,7 +27,6 @@ import importlib.util
 import json
 import math
 import os
-import shutil
 import tempfile
 import weakref
 from collections import Counter
@@ -36,9 +35,8 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from causaltrace.datasets.source_closure import import_closure
-from causaltrace.datasets.storage import (
-    DatasetLayout,
+from causaltrace.core.config import typed_config
+from causaltrace.core.files import (
     atomic_write_text,
     canonical_json,
     json_load,
@@ -46,19 +44,21 @@ from causaltrace.datasets.storage import (
     plain_data,
     read_jsonl,
     sha256_file,
-    write_episode_dir,
 )
+from causaltrace.core.progress import progress_bar
+from causaltrace.core.version import __version__
+from causaltrace.datasets.source_closure import import_closure
+from causaltrace.datasets.storage import DatasetLayout, write_episode_dir
 from causaltrace.episodes.alert_shares import cause_alert_shares, weakest_cause
 from causaltrace.episodes.composition import allows_concurrent, assignments
 from causaltrace.episodes.difficulty import Difficulty
-from causaltrace.episodes.domain import Domain, domain_has_monitor, load_domain
+from causaltrace.episodes.domain import DOMAINS, Domain, domain_has_monitor, load_domain
 from causaltrace.episodes.labels import OracleLabel
 from causaltrace.episodes.oracle import OracleSolver, oracle_reading
 from causaltrace.episodes.sampling import (
     Episode,
     EpisodeSpec,
     build_episode,
-    build_visible,
     complete_episode,
     episode_id,
     monitor_explanation,
@@ -92,7 +92,6 @@ _NOT_GENERATOR = frozenset(
         "plotting.py",
         "cli.py",
         "__main__.py",
-        "_moved.py",
     }
 )
 # Libraries whose version can change the bytes of a dataset (random streams, quantiles, the
@@ -120,14 +119,8 @@ def engine_generator_sources() -> list[Path]:
 
 
 def _domain_module(name: str) -> str:
-    from importlib.metadata import entry_points
-
-    from causaltrace.episodes.domain import ENTRY_POINT_GROUP
-
-    registered = {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
-    if name in registered:
-        return registered[name].module
-    return name.partition(":")[0]
+    """The module a domain name points to (a registered name, or a ``module:Class`` path)."""
+    return DOMAINS.paths().get(name, name).partition(":")[0]
 
 
 @functools.cache
@@ -137,8 +130,6 @@ def generator_fingerprint(domain_name: str) -> dict[str, Any]:
     the domain's entry module imports, directly or not: its agents and teacher are not part of
     it, :mod:`causaltrace.datasets.source_closure`) and the versions of the libraries that shape
     the bytes."""
-    from causaltrace import __version__
-
     digest = hashlib.sha256()
     for path in engine_generator_sources():
         rel = path.relative_to(ENGINE_ROOT)
@@ -160,7 +151,22 @@ def generator_fingerprint(domain_name: str) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class DatasetSettings:
-    """A split to generate (``configs/dataset/*.yaml``)."""
+    """A split to generate (a domain's ``conf/dataset/*.yaml``).
+
+    Args:
+        name: The dataset's name.
+        split: The split's name (``train``, ``test``, ...); part of every episode's seed.
+        seed: The dataset seed.
+        n_episodes: How many episodes (at least 1).
+        composition: How causes and slice orders are assigned to episodes; by default drawn
+            from the domain's prior (``{"kind": "prior"}``).
+        materialize: Store every episode's tables (on by default); off stores only specs and
+            rebuilds tables on first use (a lazy split).
+        shard_size: Episodes per shard (the unit of work and of resumption); 16 by default.
+        max_attempts: Attempts per episode before generation fails; 40 by default.
+        difficulty: A difficulty tier's knobs (see
+            :class:`~causaltrace.episodes.difficulty.Difficulty`); none by default.
+    """
 
     name: str
     split: str
@@ -176,44 +182,43 @@ class DatasetSettings:
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> DatasetSettings:
-        data = dict(data)
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise CausalTraceError(
-                f"dataset config: unknown key(s) {unknown}; known: {sorted(known)}"
-            )
-        missing = sorted({"name", "split", "seed", "n_episodes"} - set(data))
-        if missing:
-            raise CausalTraceError(f"dataset config: missing key(s) {missing}")
-        for key in ("seed", "n_episodes", "shard_size", "max_attempts"):
-            value = data.get(key)
-            if key in data and (not isinstance(value, int) or isinstance(value, bool)):
-                raise CausalTraceError(f"dataset config: {key} must be an integer, got {value!r}")
+        """Settings from a config mapping, checked key by key.
+
+        Args:
+            data: The ``dataset`` section of a generation config.
+
+        Raises:
+            CausalTraceError: An unknown or missing key, or a value of the wrong type or range.
+        """
+        settings = typed_config(cls, data, "dataset config")
+        if settings.difficulty is not None:
+            knobs = Difficulty.from_mapping(settings.difficulty).knobs()
+            settings = replace(settings, difficulty=knobs)
+        return settings
+
+    def __post_init__(self) -> None:
         for key in ("name", "split"):
-            if not isinstance(data[key], str) or not data[key]:
-                raise CausalTraceError(f"dataset config: {key} must be a name, got {data[key]!r}")
-        if not isinstance(data.get("materialize", True), bool):
-            raise CausalTraceError(
-                f"dataset config: materialize must be true or false, got {data['materialize']!r}"
-            )
-        if data.get("difficulty") is not None:
-            data["difficulty"] = Difficulty.from_mapping(data["difficulty"]).knobs()
-        if not isinstance(data.get("composition", {}), Mapping):
-            raise CausalTraceError(
-                f"dataset config: composition must be a mapping, got {data['composition']!r}"
-            )
-        settings = cls(**data)
-        if settings.n_episodes < 1 or settings.shard_size < 1 or settings.max_attempts < 1:
+            if not getattr(self, key):
+                raise CausalTraceError(
+                    f"dataset config: {key} must be a name, got {getattr(self, key)!r}"
+                )
+        if self.n_episodes < 1 or self.shard_size < 1 or self.max_attempts < 1:
             raise CausalTraceError(
                 "dataset config: n_episodes, shard_size and max_attempts must be >= 1"
             )
-        return settings
 
 
 @dataclass(frozen=True)
 class Job:
-    """Everything one worker needs: the resolved config as plain data."""
+    """Everything one worker needs: the resolved config as plain data.
+
+    Args:
+        out_dir: The dataset directory to write.
+        domain: The domain's config (``name`` plus its options).
+        dataset: The split to generate.
+        verifier: The acceptance verifier's settings.
+        resolved_config: The whole resolved config, for the record; empty by default.
+    """
 
     out_dir: str
     domain: Mapping[str, Any]
@@ -223,6 +228,15 @@ class Job:
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> Job:
+        """A job from a resolved generation config (``out_dir``, ``domain``, ``dataset``, and
+        optionally ``verifier``).
+
+        Args:
+            cfg: The resolved config as plain data.
+
+        Raises:
+            CausalTraceError: A missing or unknown key, or difficulty set in both places.
+        """
         for key in ("out_dir", "domain", "dataset"):
             if key not in cfg:
                 raise CausalTraceError(f"generation config: missing key {key!r}")
@@ -261,6 +275,11 @@ class Job:
         return math.ceil(self.dataset.n_episodes / self.dataset.shard_size)
 
     def shard_range(self, shard: int) -> range:
+        """The episode indices of a shard.
+
+        Args:
+            shard: The shard's index.
+        """
         size = self.dataset.shard_size
         return range(shard * size, min((shard + 1) * size, self.dataset.n_episodes))
 
@@ -342,7 +361,7 @@ def verify_episode(domain: Domain, episode: Episode, verifier: VerifierConfig) -
 def typical_snr(domain: Domain, cause: str) -> float:
     """The cause's typical detection SNR, the unit of a difficulty tier's SNR band (1 when
     the domain declares none)."""
-    return float(domain.scm.point(cause).metadata.get("typical_snr") or 1.0)
+    return float(domain.scm.point(cause).info.typical_snr or 1.0)
 
 
 def verifier_measurements(label: OracleLabel, verdict: Verdict, typical: float) -> dict:
@@ -394,7 +413,13 @@ def oracle_measurements(
 
 def check_oracle(label: OracleLabel, reading: Mapping[str, Any], verifier: VerifierConfig):
     """The oracle gate: reject a label the tables do not support (the oracle's answer names no
-    true cause); None when the oracle agrees or the gate is off."""
+    true cause); None when the oracle agrees or the gate is off.
+
+    Args:
+        label: The episode's label.
+        reading: The oracle's measurements (its ``oracle_answer`` is read).
+        verifier: The verifier settings (``check_oracle`` turns the gate on).
+    """
     answer = reading.get("oracle_answer")
     if not verifier.check_oracle or answer is None:
         return None
@@ -408,7 +433,12 @@ def check_cause_shares(
     shares: Mapping[str, Mapping[str, float]] | None, verifier: VerifierConfig
 ) -> Verdict | None:
     """Every cause of a concurrent episode must make ``verifier.concurrent_share`` of one of the
-    prompt's alerts; None when each does (or the check cannot apply)."""
+    prompt's alerts; None when each does (or the check cannot apply).
+
+    Args:
+        shares: Cause -> alert -> its share of that alert, or ``None``.
+        verifier: The verifier settings (``concurrent_share``, ``check_alert``).
+    """
     if not shares or len(shares) < 2 or not verifier.check_alert:
         return None
     cause, best = weakest_cause(shares)
@@ -443,7 +473,20 @@ def accept_episode(
 ) -> tuple[Episode, list[Verdict]]:
     """Build attempts 0, 1, ... of an episode until the verifier accepts one (the verifier with
     the domain's difficulty band, :meth:`Difficulty.verifier`); the accepted episode's label
-    carries the measured difficulty."""
+    carries the measured difficulty.
+
+    Args:
+        domain: The domain.
+        spec: The episode's spec (its attempt is replaced by 0, 1, ...).
+        verifier: The verifier settings, narrowed by the domain's difficulty band.
+        max_attempts: Attempts before giving up.
+
+    Returns:
+        The accepted episode and the verdicts of every attempt.
+
+    Raises:
+        CausalTraceError: No attempt was accepted.
+    """
     typical = typical_snr(domain, spec.cause)
     verifier = domain.difficulty.verifier(verifier, typical)
     verdicts: list[Verdict] = []
@@ -767,7 +810,21 @@ def run(job: Job, worker_index: int = 0, num_workers: int = 1, show_progress: bo
     claimed (:func:`shard_order`), then the manifest if every shard is done.
 
     Refuses (:class:`DatasetMismatchError`) if ``job.out_dir`` holds a dataset or shards of
-    another config or generator."""
+    another config or generator.
+
+    Args:
+        job: The job (config and output directory).
+        worker_index: This worker's index, from 0; 0 by default.
+        num_workers: How many workers share the job; 1 by default.
+        show_progress: Show a progress bar; on by default.
+
+    Returns:
+        A summary: shards made, episodes, attempts, rejections by reason, and whether the
+        manifest was written.
+
+    Raises:
+        DatasetMismatchError: ``job.out_dir`` holds data of another config or generator.
+    """
     check_existing(job)
     domain = job.make_domain()
     ds = job.dataset
@@ -776,7 +833,7 @@ def run(job: Job, worker_index: int = 0, num_workers: int = 1, show_progress: bo
     )
     shards = shard_order(job, worker_index, num_workers)
     total = sum(len(job.shard_range(s)) for s in pending_shards(job, worker_index, num_workers))
-    bar = _progress_bar(total, f"{ds.name} worker {worker_index}/{num_workers}", show_progress)
+    bar = progress_bar(total, f"{ds.name} worker {worker_index}/{num_workers}", show_progress)
     tried = {"attempts": 0, "episodes": 0}
 
     def tick(attempts: int) -> None:
@@ -811,21 +868,11 @@ def run(job: Job, worker_index: int = 0, num_workers: int = 1, show_progress: bo
     }
 
 
-def _progress_bar(total: int, desc: str, enabled: bool):
-    if not enabled or total == 0:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, unit="episode", mininterval=1.0)
-
-
 def write_manifest(job: Job) -> Path | None:
     """The manifest, once every shard is done (idempotent: same shards, same bytes). A manifest
     already there for the same config and shards is kept as it is, generator record included:
     a dataset another generator made and this one rebuilds identically (:func:`check_existing`)
     is not rewritten."""
-    from causaltrace import __version__
-
     layout = DatasetLayout(job.out_dir)
     records = []
     for shard in range(job.n_shards):
@@ -871,7 +918,12 @@ def _directory_lock(directory: Path):
 
 
 def acceptance_report(out_dir: str | Path):
-    """Acceptance rate and rejection reasons per cause (a pandas DataFrame)."""
+    """Acceptance rate and rejection reasons per cause (a pandas DataFrame).
+
+    Args:
+        out_dir: The dataset directory (its ``private/stats`` is read).
+    """
+    # lazy: pandas takes ~0.5 s to import; the rest of this module does not need it
     import pandas as pd
 
     rows = []
@@ -892,129 +944,3 @@ def acceptance_report(out_dir: str | Path):
     grouped.insert(0, "episodes", counts)
     grouped.insert(2, "acceptance", (counts / grouped["attempts"]).round(3))
     return grouped.drop(columns=["slice_order"], errors="ignore").sort_index()
-
-
-def load_index(out_dir: str | Path) -> list[dict[str, Any]]:
-    """Episode ids and prompts, in index order (agent-visible)."""
-    return DatasetLayout(out_dir).all_index()
-
-
-def load_labels(out_dir: str | Path) -> dict[str, dict[str, Any]]:
-    """Oracle labels by episode id (secret: for scoring only)."""
-    return {row["episode_id"]: row for row in DatasetLayout(out_dir).all_labels()}
-
-
-# Spec rows by episode id, per dataset directory, read once per process: a training loop opens
-# thousands of episodes of a lazy split, and scanning every spec file per open is quadratic. An
-# entry is keyed by the spec files' names and modification times, so a resumed generation that
-# adds shards is seen.
-_SPECS: dict[str, tuple[tuple, dict[str, dict[str, Any]]]] = {}
-
-
-def find_spec(out_dir: str | Path, episode: str) -> EpisodeSpec:
-    """An episode's private spec (generator side only)."""
-    files = sorted((Path(out_dir) / "private" / "specs").glob("shard-*.jsonl"))
-    stamp = tuple((f.name, f.stat().st_mtime_ns) for f in files)
-    key = str(Path(out_dir).resolve())
-    cached = _SPECS.get(key)
-    if cached is None or cached[0] != stamp:
-        rows = {row["episode_id"]: row for path in files for row in read_jsonl(path)}
-        cached = _SPECS[key] = (stamp, rows)
-    try:
-        return EpisodeSpec.from_dict(cached[1][episode])
-    except KeyError:
-        raise CausalTraceError(f"dataset {out_dir}: no episode {episode!r}") from None
-
-
-_DOMAINS: dict[str, Domain] = {}
-
-
-def dataset_domain(out_dir: str | Path) -> Domain:
-    """The domain a dataset was generated with, from its manifest (cached per process)."""
-    key = str(Path(out_dir).resolve())
-    if key not in _DOMAINS:
-        manifest = json_load(DatasetLayout(out_dir).manifest)
-        config = dict(manifest["config"]["domain"])
-        _DOMAINS[key] = load_domain(config["name"], config)
-    return _DOMAINS[key]
-
-
-def rebuild_episode(out_dir: str | Path, episode: str) -> Episode:
-    """Rebuild an episode from its private spec (generator side only: it holds the truth)."""
-    return build_episode(dataset_domain(out_dir), find_spec(out_dir, episode))
-
-
-def open_episode(out_dir: str | Path, episode: str, cache_dir: str | Path | None = None) -> Path:
-    """The directory of an episode's agent-visible files.
-
-    A materialized split returns the stored directory as it is (so it loads byte-identically
-    whatever the generator code does later). A lazy split rebuilds the tables from the spec into
-    ``cache_dir/<episode>`` (default: the dataset's ``public/episodes``) once, and returns it.
-    The rebuild is written to a private directory and renamed into place whole, so concurrent
-    openers (rollouts of one prompt in several processes) never see a partial episode: the first
-    rename wins and the others use its directory.
-    """
-    layout = DatasetLayout(out_dir)
-    stored = layout.episode_dir(episode)
-    if stored.is_dir() and any(stored.iterdir()):
-        return stored
-    target = Path(cache_dir) / episode if cache_dir is not None else stored
-    if target.is_dir() and any(target.iterdir()):  # (an empty one is replaced by the rename)
-        return target
-    domain = dataset_domain(out_dir)
-    tables, prompt = build_visible(domain, find_spec(out_dir, episode))
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{episode}.", suffix=".tmp", dir=target.parent))
-    try:
-        staging.chmod(0o755)  # readable by a sandbox user, like the files inside
-        write_episode_dir(staging, tables, prompt, domain.data_dictionary())
-        _check_frozen(layout, episode, staging)
-        try:
-            staging.rename(target)
-        except OSError:
-            if not target.is_dir():  # not a lost race: a real error
-                raise
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
-    return target
-
-
-def _check_frozen(layout: DatasetLayout, episode: str, directory: Path) -> None:
-    """If the manifest froze this episode's files (a materialized split shipped without its
-    tables), a rebuild must reproduce them byte for byte; otherwise the generator changed."""
-    if not layout.manifest.exists():
-        return
-    prefix = f"public/episodes/{episode}/"
-    frozen = {
-        rel[len(prefix) :]: digest
-        for shard in json_load(layout.manifest)["shards"]
-        for rel, digest in shard["files"].items()
-        if rel.startswith(prefix)
-    }
-    changed = sorted(
-        name for name, digest in frozen.items() if sha256_file(directory / name) != digest
-    )
-    if changed:
-        for path in directory.iterdir():
-            path.unlink()
-        raise CausalTraceError(
-            f"episode {episode}: rebuilding gives different bytes for {changed} than the split "
-            f"froze: the generator changed since (package version "
-            f"{json_load(layout.manifest)['package_version']}). Use the frozen tables, or "
-            f"the package version that made them."
-        )
-
-
-def materialize(out_dir: str | Path, show_progress: bool = True) -> int:
-    """Open every episode of a dataset (rebuilding and checking lazy or shipped ones); returns
-    the number of episodes."""
-    ids = [row["episode_id"] for row in load_index(out_dir)]
-    bar = _progress_bar(len(ids), "materialize", show_progress)
-    for episode in ids:
-        open_episode(out_dir, episode)
-        if bar is not None:
-            bar.update(1)
-    if bar is not None:
-        bar.close()
-    return len(ids)

@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from causaltrace.datasets.generation import Job, run
 from causaltrace.errors import CausalTraceError
 
 
 def _worker(config: Mapping[str, Any], worker_index: int, num_workers: int) -> dict:
-    from causaltrace.datasets.generation import Job, run
 
     return run(Job.from_config(config), worker_index, num_workers, show_progress=False)
 
@@ -31,6 +31,7 @@ def generate_with_ray(
 ) -> list[dict]:
     """Run ``num_workers`` generation workers as Ray tasks and wait for all of them."""
     try:
+        # optional: the ray extra
         import ray
     except ImportError as exc:  # pragma: no cover - depends on the extra
         raise CausalTraceError("executor=ray needs Ray: pip install 'causaltrace[ray]'") from exc

@@ -3,13 +3,17 @@
 - :class:`DiagnosisSession`: the asyncio core, one episode (many run concurrently in one loop).
 - :class:`DiagnosisEnv`: a Gymnasium-style ``reset``/``step`` wrapper for blocking code.
 - :class:`Curriculum`: which episode each training sample gets, from easy tiers to hard ones.
-- :mod:`causaltrace.env.trl` and :mod:`causaltrace.env.verl`: trainer adapters, importable
-  without TRL or verl installed.
+- :class:`ToolContract`: the tools declared once, rendered for every consumer.
+
+The trainer adapters built on these (TRL's environment factory, verl's tools) are in
+:mod:`causaltrace.training`.
 
 Labels stay on this side: the tools see one episode's visible directory and nothing else; the
 reward breakdown goes to the caller, never into an observation.
 """
 
+from causaltrace.datasets.reading import DatasetSource
+from causaltrace.env.contract import ToolContract, submit_tool, tool_schemas_for
 from causaltrace.env.curriculum import Curriculum, CurriculumConfig, EpisodeRef, Stage
 from causaltrace.env.gym import DiagnosisEnv
 from causaltrace.env.session import (
@@ -17,10 +21,7 @@ from causaltrace.env.session import (
     EnvConfig,
     StepResult,
     ToolCall,
-    submit_tool,
-    tool_schemas_for,
 )
-from causaltrace.env.source import DatasetSource
 
 __all__ = [
     "Curriculum",
@@ -33,6 +34,7 @@ __all__ = [
     "Stage",
     "StepResult",
     "ToolCall",
+    "ToolContract",
     "submit_tool",
     "tool_schemas_for",
 ]

@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from causaltrace.datasets.reading import DatasetSource
 from causaltrace.tools.schemas import PYTHON_SPEC, SQL_SPEC, Param, ToolSpec
 
 SUBMIT = "submit"
@@ -32,7 +33,14 @@ SUBMIT = "submit"
 
 def submit_spec(space, concurrent: bool = False) -> ToolSpec:
     """The submit tool of a domain's answer space (``concurrent``: episodes may have several
-    causes, given as ``causes``, a JSON list of ``{"root_cause", "slice"}`` objects)."""
+    causes, given as ``causes``, a JSON list of ``{"root_cause", "slice"}`` objects).
+
+    Args:
+        space (AnswerSpace): The domain's :class:`~causaltrace.episodes.answers.AnswerSpace` (its causes
+            and slice dimensions).
+        concurrent: Episodes may have several causes (submit also takes ``causes``); off by
+            default.
+    """
     dims = ", ".join(name for name, _ in space.dimensions)
     slice_text = (
         f"The affected slice as dim=level or dim=level&dim=level over {dims}; leave it empty "
@@ -65,20 +73,34 @@ def submit_spec(space, concurrent: bool = False) -> ToolSpec:
 
 @dataclass(frozen=True)
 class ToolContract:
-    """The tools of one dataset (sql, python, and its domain's submit), in the model's order."""
+    """The tools of one dataset (sql, python, and its domain's submit), in the model's order.
+
+    Args:
+        tools: The tools' specs, in order.
+    """
 
     tools: tuple[ToolSpec, ...]
 
     @classmethod
     def for_space(cls, space, concurrent: bool = False) -> ToolContract:
+        """sql, python and the submit tool of an answer space.
+
+        Args:
+        space (AnswerSpace): The domain's :class:`~causaltrace.episodes.answers.AnswerSpace` (its causes
+            and slice dimensions).
+        concurrent: Episodes may have several causes (submit also takes ``causes``); off by
+            default.
+        """
         return cls((SQL_SPEC, PYTHON_SPEC, submit_spec(space, concurrent)))
 
     @classmethod
     def for_dataset(cls, source) -> ToolContract:
-        """From a :class:`~causaltrace.env.DatasetSource` or a dataset directory."""
-        if not hasattr(source, "answer_space"):
-            from causaltrace.env.source import DatasetSource
+        """From a :class:`~causaltrace.env.DatasetSource` or a dataset directory.
 
+        Args:
+            source (DatasetSource | str): The dataset, or its directory.
+        """
+        if not hasattr(source, "answer_space"):
             source = DatasetSource(source)
         return cls.for_space(source.answer_space, source.concurrent)
 
@@ -87,6 +109,14 @@ class ToolContract:
         return tuple(t.name for t in self.tools)
 
     def spec(self, name: str) -> ToolSpec:
+        """The spec of the tool called ``name``.
+
+        Args:
+            name: The tool's name.
+
+        Raises:
+            KeyError: No tool has that name.
+        """
         for tool in self.tools:
             if tool.name == name:
                 return tool
@@ -106,6 +136,9 @@ class ToolContract:
         reproduces :meth:`openai`. The methods accept any keyword, so a wrong argument name
         reaches the environment (which answers with an error naming it) instead of failing
         inside the trainer.
+
+        Args:
+            call: Called as ``call(self, name, arguments)`` by every method.
         """
         return {t.name: _python_method(t, call) for t in self.tools}
 
@@ -121,6 +154,13 @@ class ToolContract:
 
         Every tool shares one ``config`` (the dataset, the per-sample call budget, idle
         eviction and the sandbox's :class:`~causaltrace.tools.ToolConfig` fields).
+
+        Args:
+            dataset: The dataset directory the tools open episodes from.
+            max_tool_calls: Tool calls per sample; 30 by default.
+            idle_seconds: Evict a sample's tools after this long unused; 600 by default.
+            tool_config: :class:`~causaltrace.tools.ToolConfig` fields for the sandbox; the
+                defaults by default.
         """
         config: dict[str, Any] = {
             "type": "native",
@@ -130,11 +170,11 @@ class ToolContract:
         }
         if tool_config:
             config["tools"] = dict(tool_config)
-        classes = {"sql": "SqlTool", "python": "PythonTool", SUBMIT: "SubmitTool"}
+        classes = {"sql": "VerlSqlTool", "python": "VerlPythonTool", SUBMIT: "VerlSubmitTool"}
         return {
             "tools": [
                 {
-                    "class_name": f"causaltrace.env.verl.{classes[t.name]}",
+                    "class_name": f"causaltrace.training.verl_tools.{classes[t.name]}",
                     "config": dict(config),
                     "tool_schema": t.openai(),
                 }
@@ -170,3 +210,28 @@ def _python_method(spec: ToolSpec, call: Callable[[Any, str, dict[str, Any]], st
         lines.append(f"    {p.name}: {text}")
     method.__doc__ = "\n".join(lines)
     return method
+
+
+def submit_tool(space, concurrent: bool = False) -> dict[str, Any]:
+    """The submit tool's OpenAI schema for a domain (see :mod:`causaltrace.env.contract`).
+
+    Args:
+        space (AnswerSpace): The domain's :class:`~causaltrace.episodes.answers.AnswerSpace` (its causes
+            and slice dimensions).
+        concurrent: Episodes may have several causes (submit also takes ``causes``); off by
+            default.
+    """
+    return submit_spec(space, concurrent).openai()
+
+
+def tool_schemas_for(space, concurrent: bool = False) -> list[dict[str, Any]]:
+    """sql, python and the domain's submit, in OpenAI function-calling format (``concurrent``:
+    a dataset with concurrent episodes, whose submit also takes ``causes``).
+
+    Args:
+        space (AnswerSpace): The domain's :class:`~causaltrace.episodes.answers.AnswerSpace` (its causes
+            and slice dimensions).
+        concurrent: Episodes may have several causes (submit also takes ``causes``); off by
+            default.
+    """
+    return ToolContract.for_space(space, concurrent).openai()

@@ -19,7 +19,7 @@ from the seed) comes from an earlier stage, against forgetting.
 
 A trainer between epochs::
 
-    curriculum = Curriculum.from_mapping(cfg)            # configs/curriculum/ads.yaml
+    curriculum = Curriculum.from_mapping(cfg)            # domains/ads/conf/curriculum/ads.yaml
     for step in range(steps):
         refs = curriculum.batch(step * batch_size, batch_size)   # EpisodeRef(dataset, episode)
         rewards = run_rollouts(refs)
@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from causaltrace.datasets.reading import DatasetSource
 from causaltrace.errors import CausalTraceError
 
 MODES = ("index", "reward")
@@ -47,7 +48,16 @@ class CurriculumError(CausalTraceError):
 
 @dataclass(frozen=True)
 class Stage:
-    """One step of the curriculum: a generated dataset and when to leave it."""
+    """One step of the curriculum: a generated dataset and when to leave it.
+
+    Args:
+        name: The stage's name (unique in the curriculum).
+        dataset: The stage's dataset directory.
+        until: Index mode: the sample index at which the next stage starts; ``None`` (the
+            default) for the last stage.
+        promote_at: Reward mode: the mean reward over the window that moves on; ``None`` (the
+            default) stays.
+    """
 
     name: str
     dataset: str
@@ -57,7 +67,13 @@ class Stage:
 
 @dataclass(frozen=True)
 class EpisodeRef:
-    """Where a training sample's episode lives (open it with ``DatasetSource(dataset)``)."""
+    """Where a training sample's episode lives (open it with ``DatasetSource(dataset)``).
+
+    Args:
+        dataset: The dataset directory.
+        episode_id: The episode id.
+        stage: The name of the stage it was drawn for.
+    """
 
     dataset: str
     episode_id: str
@@ -66,6 +82,21 @@ class EpisodeRef:
 
 @dataclass(frozen=True)
 class CurriculumConfig:
+    """The curriculum's stages and schedule.
+
+    Args:
+        stages: The stages, easiest first (at least one; unique names).
+        mode: ``"index"`` (stages by sample index, ``until``) or ``"reward"`` (promote on
+            mean reward, ``promote_at``); ``"index"`` by default.
+        seed: The seed of the episode order; 0 by default.
+        window: Reward mode: how many recent rewards the mean is over; 64 by default.
+        replay: The share of samples drawn from earlier stages, in [0, 1); 0 by default.
+
+    Raises:
+        CurriculumError: A bad mode, window or replay, no stages, duplicate names, or (index
+            mode) missing or non-increasing ``until``.
+    """
+
     stages: tuple[Stage, ...]
     mode: str = "index"
     seed: int = 0
@@ -97,7 +128,15 @@ class CurriculumConfig:
 
 
 class Curriculum:
-    """The episode schedule of a training run (see the module docstring)."""
+    """The episode schedule of a training run (see the module docstring).
+
+    Args:
+        config: The stages and schedule.
+        episodes: Stage name -> its episode ids; read from each stage's dataset by default.
+
+    Raises:
+        CurriculumError: A stage has no episodes, or its dataset cannot be opened.
+    """
 
     def __init__(
         self, config: CurriculumConfig, episodes: Mapping[str, Sequence[str]] | None = None
@@ -115,6 +154,15 @@ class Curriculum:
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> Curriculum:
+        """A curriculum from a config mapping (the keys of :class:`CurriculumConfig`, stages
+        as mappings with the keys of :class:`Stage`).
+
+        Args:
+            data: The ``curriculum`` section of a config.
+
+        Raises:
+            CurriculumError: An unknown key or a malformed stage.
+        """
         data = dict(data)
         known = {"stages", "mode", "seed", "window", "replay"}
         unknown = sorted(set(data) - known)
@@ -165,7 +213,14 @@ class Curriculum:
         return self.config.stages[self._stage_index(index)[0]]
 
     def sample(self, index: int) -> EpisodeRef:
-        """The episode of training sample ``index`` (deterministic; see the module docstring)."""
+        """The episode of training sample ``index`` (deterministic; see the module docstring).
+
+        Args:
+            index: The sample's index in the run, from 0.
+
+        Raises:
+            CurriculumError: A negative index.
+        """
         if index < 0:
             raise CurriculumError(f"sample index must be >= 0, got {index}")
         k, start = self._stage_index(index)
@@ -186,7 +241,12 @@ class Curriculum:
         return EpisodeRef(stage.dataset, episode, stage.name)
 
     def batch(self, start: int, size: int) -> list[EpisodeRef]:
-        """Samples ``start .. start + size - 1`` (a GRPO step repeats each for its group)."""
+        """Samples ``start .. start + size - 1`` (a GRPO step repeats each for its group).
+
+        Args:
+            start: The first sample index.
+            size: How many samples.
+        """
         refs = [self.sample(i) for i in range(start, start + size)]
         self._next_index = max(self._next_index, start + size)
         return refs
@@ -194,7 +254,14 @@ class Curriculum:
     def report(self, rewards: Sequence[float]) -> bool:
         """Record rewards of the samples served so far; in reward mode, start the next stage
         (at the next unserved index) when the mean of the last ``window`` rewards reaches the
-        current stage's ``promote_at``. Returns whether a new stage started."""
+        current stage's ``promote_at``. Returns whether a new stage started.
+
+        Args:
+            rewards: The rewards of samples served so far (finite numbers).
+
+        Raises:
+            CurriculumError: A reward is not finite.
+        """
         values = [float(r) for r in rewards]
         if any(not np.isfinite(v) for v in values):
             raise CurriculumError(f"curriculum.report: rewards must be finite, got {values}")
@@ -225,6 +292,14 @@ class Curriculum:
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Resume from what :meth:`state_dict` returned.
+
+        Args:
+            state: A :meth:`state_dict` of a curriculum with the same config.
+
+        Raises:
+            CurriculumError: The stage starts do not fit this config.
+        """
         starts = [int(s) for s in state["starts"]]
         if not starts or starts[0] != 0 or len(starts) > len(self.config.stages):
             raise CurriculumError(f"curriculum state: bad stage starts {starts}")
@@ -234,7 +309,6 @@ class Curriculum:
 
 
 def _episode_ids(dataset: str) -> list[str]:
-    from causaltrace.env.source import DatasetSource
 
     try:
         return DatasetSource(dataset).episode_ids

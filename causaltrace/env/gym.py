@@ -17,12 +17,21 @@ from __future__ import annotations
 import os
 from typing import Any, ClassVar
 
+from causaltrace.datasets.reading import DatasetSource
+from causaltrace.env.contract import ToolContract
 from causaltrace.env.session import DiagnosisSession, EnvConfig
-from causaltrace.env.source import DatasetSource
+from causaltrace.tools import SyncToolRuntime
 
 
 class DiagnosisEnv:
-    """Blocking wrapper over :class:`DiagnosisSession` with a private tool runtime."""
+    """Blocking wrapper over :class:`DiagnosisSession` with a private tool runtime.
+
+    Args:
+        dataset: The dataset directory, or a :class:`DatasetSource`.
+        config: Budgets, reward and transcripts; :class:`EnvConfig` defaults by default.
+        tool_config (ToolConfig | None): The sandbox settings (a :class:`~causaltrace.tools.ToolConfig`); the
+            defaults by default.
+    """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
 
@@ -32,7 +41,6 @@ class DiagnosisEnv:
         config: EnvConfig | None = None,
         tool_config=None,
     ):
-        from causaltrace.tools import SyncToolRuntime
 
         self.source = dataset if isinstance(dataset, DatasetSource) else DatasetSource(dataset)
         self.config = config or EnvConfig()
@@ -42,7 +50,7 @@ class DiagnosisEnv:
     @property
     def tools(self) -> list[dict[str, Any]]:
         """The tool schemas to give the model (OpenAI function-calling format)."""
-        return self.source.tool_schemas()
+        return ToolContract.for_dataset(self.source).openai()
 
     @property
     def session(self) -> DiagnosisSession | None:
@@ -51,6 +59,16 @@ class DiagnosisEnv:
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[str, dict[str, Any]]:
+        """Start an episode (closing the previous one).
+
+        Args:
+            seed: Picks episode ``seed % len(episode_ids)`` when ``options`` names none;
+                the first episode by default.
+            options: ``{"episode": id}`` picks an episode by id.
+
+        Returns:
+            The prompt, and info with ``episode_id`` and the ``tools`` schemas.
+        """
         self._end_session()
         ids = self.source.episode_ids
         episode = (options or {}).get("episode")
@@ -62,6 +80,17 @@ class DiagnosisEnv:
         return session.prompt, {"episode_id": episode, "tools": self.tools}
 
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """One tool call.
+
+        Args:
+            action: The tool call (see :meth:`~causaltrace.env.session.ToolCall.of`).
+
+        Returns:
+            ``(observation, reward, terminated, truncated, info)`` as in Gymnasium.
+
+        Raises:
+            RuntimeError: :meth:`reset` was not called.
+        """
         if self._session is None:
             raise RuntimeError("call reset() before step()")
         result = self._runtime._run(self._session.step(action))

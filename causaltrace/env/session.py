@@ -15,36 +15,62 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from causaltrace.datasets.storage import atomic_write_text
-from causaltrace.env.source import DatasetSource
+from causaltrace.core.config import typed_config
+from causaltrace.core.files import atomic_write_text
+from causaltrace.datasets.reading import DatasetSource
+from causaltrace.env.contract import ToolContract
+from causaltrace.errors import CausalTraceError
+from causaltrace.scoring import CompositeReward, ParsedAnswer
 
 SUBMITTED = "Submission received. The episode is over."
 
 
 @dataclass(frozen=True)
 class EnvConfig:
-    """Budgets, reward weights and where transcripts go (``configs/env/default.yaml``)."""
+    """Budgets, reward weights and where transcripts go (the ``env`` section of ``causaltrace/conf/eval.yaml``).
+
+    Args:
+        max_tool_calls: Tool calls before the episode is truncated; 30 by default.
+        max_turns: Assistant turns before the episode is truncated; 40 by default.
+        reward: The reward config (see :mod:`causaltrace.scoring.rewards`); empty (the
+            default) is the TRACE composite.
+        transcript_dir: Write each episode's transcript here on close; none by default.
+    """
 
     max_tool_calls: int = 30
     max_turns: int = 40
     reward: Mapping[str, Any] = field(default_factory=dict)  # {} = the TRACE composite
     transcript_dir: str | None = None
 
+    def __post_init__(self) -> None:
+        for name in ("max_tool_calls", "max_turns"):
+            if getattr(self, name) < 1:
+                raise CausalTraceError(
+                    f"env config: {name} must be >= 1, got {getattr(self, name)}"
+                )
+
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any] | None) -> EnvConfig:
-        data = dict(data or {})
-        known = {"max_tool_calls", "max_turns", "reward", "transcript_dir"}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            from causaltrace.errors import CausalTraceError
+        """A config from a mapping with this class's keys (``None`` gives the defaults).
 
-            raise CausalTraceError(f"env config: unknown key(s) {unknown}; known: {sorted(known)}")
-        return cls(**data)
+        Args:
+            data: The ``env`` section of a config, or ``None``.
+
+        Raises:
+            CausalTraceError: An unknown key, or a value of the wrong type or range.
+        """
+        return typed_config(cls, data, "env config")
 
 
 @dataclass(frozen=True)
 class ToolCall:
-    """A tool call as an LLM emits it. ``arguments`` is a JSON string or a mapping."""
+    """A tool call as an LLM emits it. ``arguments`` is a JSON string or a mapping.
+
+    Args:
+        name: The tool's name (``sql``, ``python``, ``submit``).
+        arguments: The arguments, as a JSON string or a mapping; ``"{}"`` by default.
+        id: The call's id, if the model gave one; one is made up otherwise.
+    """
 
     name: str
     arguments: str | Mapping[str, Any] = "{}"
@@ -53,7 +79,14 @@ class ToolCall:
     @classmethod
     def of(cls, action: Any) -> ToolCall:
         """From a ``ToolCall``, an OpenAI ``{"function": {"name", "arguments"}}`` dict, or a
-        ``{"name", "arguments"}`` dict."""
+        ``{"name", "arguments"}`` dict.
+
+        Args:
+            action: The call in one of those forms.
+
+        Raises:
+            TypeError: ``action`` is none of those forms.
+        """
         if isinstance(action, ToolCall):
             return action
         if isinstance(action, Mapping):
@@ -64,7 +97,16 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class StepResult:
-    """What a step returns: ``observation`` for the agent, the rest for the caller."""
+    """What a step returns: ``observation`` for the agent, the rest for the caller.
+
+    Args:
+        observation: The text the agent sees (a tool's output, or the end of the episode).
+        reward: The reward (0 until the episode ends).
+        terminated: The agent submitted an answer.
+        truncated: A budget ran out, or the episode was ended without an answer.
+        info: Everything else for the caller (the reward breakdown, counts); never shown to
+            the agent.
+    """
 
     observation: str
     reward: float
@@ -73,23 +115,19 @@ class StepResult:
     info: dict[str, Any]
 
 
-def submit_tool(space, concurrent: bool = False) -> dict[str, Any]:
-    """The submit tool's OpenAI schema for a domain (see :mod:`causaltrace.env.contract`)."""
-    from causaltrace.env.contract import submit_spec
-
-    return submit_spec(space, concurrent).openai()
-
-
-def tool_schemas_for(space, concurrent: bool = False) -> list[dict[str, Any]]:
-    """sql, python and the domain's submit, in OpenAI function-calling format (``concurrent``:
-    a dataset with concurrent episodes, whose submit also takes ``causes``)."""
-    from causaltrace.env.contract import ToolContract
-
-    return ToolContract.for_space(space, concurrent).openai()
-
-
 class DiagnosisSession:
-    """The asyncio core of one episode. Use ``async with``; tools are started on entry."""
+    """The asyncio core of one episode. Use ``async with``; tools are started on entry.
+
+    Args:
+        runtime (ToolRuntime): The started :class:`~causaltrace.tools.ToolRuntime` whose sandboxes run the
+            tools (one runtime serves many sessions).
+        source: The dataset.
+        episode: The episode id.
+        config: Budgets, reward and transcripts; :class:`EnvConfig` defaults by default.
+
+    Raises:
+        CausalTraceError: The dataset has no such episode.
+    """
 
     def __init__(
         self, runtime, source: DatasetSource, episode: str, config: EnvConfig | None = None
@@ -105,6 +143,10 @@ class DiagnosisSession:
         self.events: list[dict[str, Any]] = []
         self._tools = None
         self._started = time.perf_counter()
+
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """The episode's tools (sql, python, its dataset's submit) as OpenAI schemas."""
+        return ToolContract.for_dataset(self.source).openai()
 
     async def __aenter__(self) -> DiagnosisSession:
         self._tools = self.runtime.episode(self.source.visible_dir(self.episode))
@@ -127,7 +169,22 @@ class DiagnosisSession:
         content: str | None = None,
         extra: Mapping[str, Any] | None = None,
     ) -> list[StepResult]:
-        """One assistant message with its tool calls; returns one result per call."""
+        """One assistant message with its tool calls; returns one result per call.
+
+        Args:
+            calls: The message's tool calls (see :meth:`ToolCall.of` for the forms); none
+                means the message's text is the final answer.
+            content: The message's text; none by default.
+            extra: More keys to record on the assistant message (e.g. reasoning); none by
+                default.
+
+        Returns:
+            One result per call run (calls after the episode ends are skipped); the last one
+            carries the end of the episode if a budget ran out.
+
+        Raises:
+            RuntimeError: The episode is already over.
+        """
         if self.done:
             raise RuntimeError(f"episode {self.episode} is over")
         calls = [ToolCall.of(c) for c in calls]
@@ -170,14 +227,25 @@ class DiagnosisSession:
 
     async def finish(self, reason: str) -> StepResult:
         """End the episode without an answer (e.g. the agent's model server failed for good):
-        no attribution reward, and ``reason`` recorded in the result and the transcript."""
+        no attribution reward, and ``reason`` recorded in the result and the transcript.
+
+        Args:
+            reason: Why the episode ends.
+
+        Raises:
+            RuntimeError: The episode is already over.
+        """
         if self.done:
             raise RuntimeError(f"episode {self.episode} is over")
         self.messages.append({"role": "assistant", "content": None, "error": str(reason)})
         return self._truncate(str(reason))
 
     async def step(self, action: Any) -> StepResult:
-        """A turn with exactly one tool call (the Gymnasium-style unit)."""
+        """A turn with exactly one tool call (the Gymnasium-style unit).
+
+        Args:
+            action: The tool call (see :meth:`ToolCall.of` for the forms).
+        """
         return (await self.turn([action]))[0]
 
     async def _call(self, call: ToolCall, call_id: str) -> StepResult:
@@ -204,8 +272,6 @@ class DiagnosisSession:
         return self._submit(self.messages[1:])
 
     def _submit(self, output: Any) -> StepResult:
-        from causaltrace.scoring import CompositeReward
-
         reward = CompositeReward.from_config(self.config.reward or None)
         parsed = reward.parse(
             output, self.source.answer_space, tool_calls=self.tool_calls, turns=self.turns
@@ -223,8 +289,6 @@ class DiagnosisSession:
         return StepResult(SUBMITTED, scored.score, True, False, self._info())
 
     def _truncate(self, reason: str) -> StepResult:
-        from causaltrace.scoring import CompositeReward, ParsedAnswer
-
         reward = CompositeReward.from_config(self.config.reward or None)
         parsed = ParsedAnswer(
             None,
@@ -261,6 +325,11 @@ class DiagnosisSession:
         }
 
     def write_transcript(self, path: Path) -> None:
+        """Write :meth:`transcript` as JSON lines (a ``meta`` line, then one per message).
+
+        Args:
+            path: The file to write (atomically).
+        """
         record = self.transcript()
         lines = [
             json.dumps(

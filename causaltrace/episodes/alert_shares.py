@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from itertools import combinations
 from typing import TYPE_CHECKING
 
-from causaltrace.datasets.seeds import episode_streams
+from causaltrace.core.seeds import episode_streams
 from causaltrace.episodes.alerts import AlertReading
 from causaltrace.episodes.domain import Domain, domain_has_monitor
 
@@ -27,7 +27,11 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def alert_key(reading: AlertReading) -> str:
-    """How a share names its alert in a label: ``kpi@scope``."""
+    """How a share names its alert in a label: ``kpi@scope``.
+
+    Args:
+        reading: The alert's reading.
+    """
     return f"{reading.kpi}@{reading.scope}"
 
 
@@ -38,7 +42,12 @@ def _moves(domain: Domain, world, keys: Sequence[tuple[str, str]]) -> list[float
 
 def cause_alert_shares(domain: Domain, episode: Episode) -> dict[str, dict[str, float]] | None:
     """cause -> {``kpi@scope`` of each shown alert -> the cause's Shapley share of its move};
-    None if the domain has no monitor or the tables raise no alert."""
+    None if the domain has no monitor or the tables raise no alert.
+
+    Args:
+        domain: The domain (its monitor).
+        episode: The generated episode (its tables, draws and worlds).
+    """
     if not domain_has_monitor(domain):
         return None
     shown = domain.shown_alerts(domain.alert_readings(episode.tables))
@@ -87,7 +96,11 @@ def cause_alert_shares(domain: Domain, episode: Episode) -> dict[str, dict[str, 
 
 
 def weakest_cause(shares: Mapping[str, Mapping[str, float]]) -> tuple[str, float]:
-    """The cause whose best share of any shown alert is the smallest, and that share."""
+    """The cause whose best share of any shown alert is the smallest, and that share.
+
+    Args:
+        shares: What :func:`cause_alert_shares` returns (not empty).
+    """
     best = {cause: max(per_alert.values(), default=0.0) for cause, per_alert in shares.items()}
     cause = min(best, key=best.get)
     return cause, best[cause]

@@ -1,10 +1,9 @@
 """Alerts: what a domain's monitoring rule reads, which reading it raises, and how much of the
 raised move the hidden cause explains.
 
-Every episode's prompt says a monitoring rule fired. A domain with a monitor (the
-:meth:`~causaltrace.episodes.domain.Domain.alert_readings` and
-:meth:`~causaltrace.episodes.domain.Domain.monitor_tables` hooks) reports every ``(kpi, scope)`` reading
-of that rule as an :class:`AlertReading`; the engine reads the same rule on the factual tables
+Every episode's prompt says a monitoring rule fired. A domain with a monitor (a
+:class:`~causaltrace.episodes.domain.Monitor`: its ``alert_readings`` and ``monitor_tables``)
+reports every ``(kpi, scope)`` reading of that rule as an :class:`AlertReading`; the engine reads the same rule on the factual tables
 and on the counterfactual world's, so it can tell how much of the alerted move the cause made
 (:func:`explain_alert`). The verifier uses that to reject episodes whose alert the cause does
 not explain (``causaltrace.datasets.generation.verify_episode``).
@@ -82,7 +81,11 @@ class AlertReading:
 
 def raised_alert(readings: Sequence[AlertReading]) -> AlertReading | None:
     """The alert the rule raises: the fired reading of the largest severity (the first in
-    ``readings`` on ties, so a domain decides by its order); None if nothing fired."""
+    ``readings`` on ties, so a domain decides by its order); None if nothing fired.
+
+    Args:
+        readings: The monitor's readings, in the domain's order.
+    """
     return max((r for r in readings if r.fired), key=lambda r: r.severity, default=None)
 
 
@@ -94,7 +97,13 @@ def raised_alerts(
     """The alerts an on-call page shows: the fired readings, most severe first, at most one per
     ``group`` (default: per KPI, so a move seen in the account and in one of its campaigns pages
     once), at most ``limit``. The first is :func:`raised_alert`'s; a page with several alerts
-    lets causes that move different KPIs each show where they act. Empty if nothing fired."""
+    lets causes that move different KPIs each show where they act. Empty if nothing fired.
+
+    Args:
+        readings: The monitor's readings, in the domain's order.
+        limit: The most alerts to show; 3 by default.
+        group: The key of which at most one alert is shown; the KPI by default.
+    """
     fired = sorted(
         (r for r in readings if r.fired),
         key=lambda r: r.severity,
@@ -136,7 +145,12 @@ def explain_alert(
     factual: Sequence[AlertReading], counterfactual: Sequence[AlertReading]
 ) -> AlertExplanation | None:
     """Compare the alert the factual readings raise with the counterfactual reading of the same
-    ``(kpi, scope)``; None if the factual world raises no alert."""
+    ``(kpi, scope)``; None if the factual world raises no alert.
+
+    Args:
+        factual: The readings of the factual world (the agent's tables).
+        counterfactual: The readings of the world without the cause.
+    """
     alert = raised_alert(factual)
     if alert is None:
         return None

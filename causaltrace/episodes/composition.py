@@ -13,7 +13,7 @@ Either kind may ask for **concurrent** episodes, with two simultaneous root caus
 ``quotas``; a value below 1 is a share, a whole number >= 1 a count, for either kind). That many episodes whose first
 cause is a signal cause are picked, and each gets a second cause: a signal cause other than the
 first whose interventions target none of the SCM nodes the first one's do (a different
-mechanism). Both picks come from :func:`~causaltrace.datasets.seeds.concurrent_schedule_rng`, a stream
+mechanism). Both picks come from :func:`~causaltrace.core.seeds.concurrent_schedule_rng`, a stream
 of their own, so the first causes (and every single-cause episode) are the same as without
 ``concurrent``. The second cause's slice order is left to its prior.
 """
@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from causaltrace.datasets.seeds import concurrent_schedule_rng, schedule_rng
+from causaltrace.core.seeds import concurrent_schedule_rng, schedule_rng
 from causaltrace.errors import CausalTraceError
 
 
@@ -39,7 +39,14 @@ class Assignment:
 
 
 def concurrent_share(config: Mapping[str, Any]) -> float | int:
-    """The composition's ``concurrent`` value (0 without one), checked."""
+    """The composition's ``concurrent`` value (0 without one), checked.
+
+    Args:
+        config: The split's composition config.
+
+    Raises:
+        CausalTraceError: ``concurrent`` is not a non-negative number.
+    """
     value = config.get("concurrent", 0) or 0
     if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
         raise CausalTraceError(
@@ -50,7 +57,11 @@ def concurrent_share(config: Mapping[str, Any]) -> float | int:
 
 def allows_concurrent(config: Mapping[str, Any] | None) -> bool:
     """Whether a composition asks for concurrent episodes (then every prompt of the split says
-    that one or more causes may be at work)."""
+    that one or more causes may be at work).
+
+    Args:
+        config: The split's composition config, or ``None``.
+    """
     return bool(config) and concurrent_share(config) > 0
 
 
@@ -60,7 +71,12 @@ _TARGETS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def target_nodes(scm, cause: str) -> frozenset[str]:
     """The SCM nodes ``cause``'s interventions target (read off a few fixed draws of its prior,
-    so a builder whose node depends on the draw is covered)."""
+    so a builder whose node depends on the draw is covered).
+
+    Args:
+        scm (SCM): The model.
+        cause: The intervention point.
+    """
     by_cause = _TARGETS.setdefault(scm, {})
     if cause not in by_cause:
         point = scm.point(cause)
@@ -75,11 +91,16 @@ def target_nodes(scm, cause: str) -> frozenset[str]:
 def second_causes(scm, cause: str) -> list[str]:
     """The causes that may act together with ``cause`` in a concurrent episode: signal causes
     (not no-signal, with at least one intervention) other than ``cause`` whose target nodes are
-    disjoint from its own, in the SCM's order."""
+    disjoint from its own, in the SCM's order.
+
+    Args:
+        scm (SCM): The model.
+        cause: The first cause.
+    """
     mine = target_nodes(scm, cause)
     out = []
     for name, point in scm.intervention_points.items():
-        if name == cause or point.metadata.get("no_signal"):
+        if name == cause or point.info.no_signal:
             continue
         nodes = target_nodes(scm, name)
         if nodes and not nodes & mine:
@@ -104,7 +125,7 @@ def _with_concurrent(
     eligible = [
         i
         for i, a in enumerate(plan)
-        if not points[a.cause].metadata.get("no_signal") and second_causes(scm, a.cause)
+        if not points[a.cause].info.no_signal and second_causes(scm, a.cause)
     ]
     if count > len(eligible):
         raise CausalTraceError(
@@ -133,7 +154,19 @@ def _even(count: int, names: Sequence[str]) -> dict[str, int]:
 def assignments(
     scm, config: Mapping[str, Any], *, split: str, dataset_seed: int, n_episodes: int
 ) -> list[Assignment]:
-    """The cause (and slice order, and any concurrent second cause) of each episode index."""
+    """The cause (and slice order, and any concurrent second cause) of each episode index.
+
+    Args:
+        scm (SCM): The domain's model (its intervention points and their priors).
+        config: The split's composition config (``kind`` and its counts or shares,
+            ``concurrent``).
+        split: The split's name (seeds the schedule).
+        dataset_seed: The dataset's seed.
+        n_episodes: The number of episodes.
+
+    Returns:
+        One assignment per episode index, in order.
+    """
     plan = _assignments(scm, config, split=split, dataset_seed=dataset_seed, n_episodes=n_episodes)
     return _with_concurrent(scm, plan, config, split=split, dataset_seed=dataset_seed)
 

@@ -6,7 +6,7 @@ An episode's difficulty is what its prior draws and what the verifier lets throu
 * **signal strength as SNR**: ``snr = [low, high)`` is the band of the accepted episode's
   measured signal-to-noise ratio on the *visible tables* (the verifier's detection statistic:
   effect over the episode's own day-to-day noise), in units of the cause's typical SNR
-  (``metadata["typical_snr"]`` of its intervention point, 1 if the domain declares none):
+  (``CauseInfo.typical_snr`` of its intervention point, 1 if the domain declares none):
   signature statistics of different causes live on different scales (a disapproved ad's serving
   share moves by hundreds of its daily noise, a demand dip by a few), so one absolute band would
   make some causes impossible and others trivial. ``strength = [q0, q1]`` narrows each cause's
@@ -37,15 +37,21 @@ measured SNR).
 
 from __future__ import annotations
 
+import glob
+import json
 import math
+import statistics
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from causaltrace.datasets.storage import plain_data
+from causaltrace.core.config import typed_config
+from causaltrace.core.files import plain_data
 from causaltrace.errors import CausalTraceError
 from causaltrace.model.intervention_points import InterventionDraw, InterventionPrior
 from causaltrace.model.profiles import Ramp, Step, profile_name
+from causaltrace.model.scm import SCM
 
 if TYPE_CHECKING:  # pragma: no cover (verify imports scipy; importing causaltrace must not)
     from causaltrace.episodes.verify import VerifierConfig
@@ -70,7 +76,7 @@ def _range(value: Any, key: str, unit: bool) -> tuple[float, float]:
 
 @dataclass(frozen=True)
 class Difficulty:
-    """The knobs of one tier (``configs/dataset/<domain>_<tier>.yaml``, key ``difficulty``).
+    """The knobs of one tier (a domain's ``conf/dataset/<domain>_<tier>.yaml``, key ``difficulty``).
 
     The defaults change nothing: a domain without a ``difficulty`` config draws from its own
     priors and the verifier accepts any SNR above its threshold.
@@ -114,21 +120,16 @@ class Difficulty:
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any] | None) -> Difficulty:
-        """Build from a plain or OmegaConf mapping, naming any unknown key."""
-        if data is None:
-            return cls()
-        if isinstance(data, Difficulty):
-            return data
-        if not isinstance(data, Mapping):
-            raise DifficultyError(f"difficulty must be a mapping, got {data!r}")
-        data = dict(data)
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise DifficultyError(f"difficulty: unknown key(s) {unknown}; known: {sorted(known)}")
-        if isinstance(data.get("domain"), Mapping):
-            data["domain"] = plain_data(data["domain"])
-        return cls(**data)
+        """Build from a plain or OmegaConf mapping, naming any unknown key.
+
+        Args:
+            data: The knobs by name; a :class:`Difficulty` is returned as is, and ``None`` gives
+                the defaults.
+
+        Raises:
+            DifficultyError: ``data`` is not a mapping, has an unknown key or a bad value.
+        """
+        return typed_config(cls, data, "difficulty", DifficultyError)
 
     @property
     def is_default(self) -> bool:
@@ -137,7 +138,16 @@ class Difficulty:
     def verifier(self, config: VerifierConfig, typical_snr: float = 1.0) -> VerifierConfig:
         """The verifier with this tier's SNR band for a cause whose typical SNR is
         ``typical_snr`` (the band comes on top of the verifier's own detection threshold: an
-        undetectable episode stays rejected whatever the band)."""
+        undetectable episode stays rejected whatever the band).
+
+        Args:
+            config: The verifier's own config.
+            typical_snr: The cause's typical detection SNR, which scales the tier's band; 1 by
+                default.
+
+        Returns:
+            ``config`` itself when the tier has no SNR band.
+        """
         if self.snr is None:
             return config
         low, high = self.snr
@@ -173,7 +183,13 @@ def _slice_weights(prior: InterventionPrior, share: float) -> tuple[float, ...] 
 
 
 def transform_prior(prior: InterventionPrior, difficulty: Difficulty, n_time: int):
-    """``prior`` narrowed by the difficulty's knobs (onsets resolved to absolute steps)."""
+    """``prior`` narrowed by the difficulty's knobs (onsets resolved to absolute steps).
+
+    Args:
+        prior: The cause's prior.
+        difficulty: The knobs.
+        n_time: The panel's number of time steps (to resolve negative onsets).
+    """
     low, high = prior.strength
     strength = _sub_range(low, high, difficulty.strength, prior.log_strength)
     first, last = (o if o >= 0 else n_time + o for o in prior.onset)
@@ -202,10 +218,15 @@ def transform_prior(prior: InterventionPrior, difficulty: Difficulty, n_time: in
 
 def apply_difficulty(scm, difficulty: Difficulty, no_signal: frozenset[str] = frozenset()):
     """A new SCM whose signal causes' priors are narrowed by ``difficulty`` (no-signal causes
-    keep theirs: there is nothing to dial). The SCM itself is returned when nothing changes."""
+    keep theirs: there is nothing to dial). The SCM itself is returned when nothing changes.
+
+    Args:
+        scm (SCM): The model.
+        difficulty: The knobs.
+        no_signal: The causes without signal, whose priors are kept; none by default.
+    """
     if difficulty.is_default:
         return scm
-    from causaltrace.model.scm import SCM
 
     points = []
     for name, point in scm.intervention_points.items():
@@ -216,7 +237,12 @@ def apply_difficulty(scm, difficulty: Difficulty, no_signal: frozenset[str] = fr
 
 
 def draw_record(draw: InterventionDraw, n_time: int) -> dict[str, Any]:
-    """What an episode's draw says about its difficulty (recorded beside the knobs)."""
+    """What an episode's draw says about its difficulty (recorded beside the knobs).
+
+    Args:
+        draw: The episode's draw.
+        n_time: The panel's number of time steps.
+    """
     return {
         "slice_order": len(draw.slice.conditions),
         "profile": profile_name(draw.window.profile),
@@ -228,11 +254,14 @@ def draw_record(draw: InterventionDraw, n_time: int) -> dict[str, Any]:
 def typical_snrs(out_dir) -> dict[str, float]:
     """Each signal cause's median detection SNR over a generated dataset's accepted episodes
     (from its private verifier stats): the calibration a domain declares as
-    ``metadata["typical_snr"]``. Generate the dataset at the domain's default difficulty."""
-    import glob
-    import json
-    import statistics
-    from pathlib import Path
+    ``CauseInfo.typical_snr``. Generate the dataset at the domain's default difficulty.
+
+    Args:
+        out_dir (str | Path): The generated dataset's directory.
+
+    Raises:
+        DifficultyError: The dataset has no verifier stats.
+    """
 
     by_cause: dict[str, list[float]] = {}
     paths = sorted(glob.glob(str(Path(out_dir) / "private" / "stats" / "shard-*.json")))

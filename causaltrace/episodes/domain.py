@@ -7,15 +7,14 @@ entry-point group (declared in the domain package's ``pyproject.toml``) or by an
 
 from __future__ import annotations
 
-import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
+from causaltrace.core.registry import Registry
 from causaltrace.episodes.alerts import AlertReading, raised_alerts
 from causaltrace.episodes.difficulty import Difficulty, apply_difficulty
 from causaltrace.errors import CausalTraceError
@@ -34,6 +33,57 @@ ENTRY_POINT_GROUP = "causaltrace.domains"
 
 class DomainError(CausalTraceError):
     """A domain could not be found or configured."""
+
+
+class DomainContractError(DomainError):
+    """A domain breaks a contract the engine relies on (a partial :class:`Monitor`, or a check
+    of :func:`~causaltrace.episodes.check.check_domain`); ``domain`` and ``check`` name the
+    domain and the failed check, ``reason`` says what is wrong."""
+
+    def __init__(self, domain: str, check: str, reason: str):
+        self.domain, self.check, self.reason = domain, check, reason
+        super().__init__(f"domain {domain!r} fails check {check!r}: {reason}")
+
+
+@runtime_checkable
+class Monitor(Protocol):
+    """A domain's monitoring rule: what pages, read the same way on any world.
+
+    A domain either implements all four methods (then :attr:`Domain.monitor` is the domain
+    itself) or none; a partial monitor is a :class:`DomainContractError` naming the missing
+    methods, never a silently skipped alert gate. With a monitor the engine reads the rule on the
+    counterfactual world too and rejects episodes whose alert does not fire or that the cause
+    does not explain (``VerifierConfig.check_alert``)."""
+
+    def alert_readings(self, tables: Mapping[str, pd.DataFrame]) -> Sequence[AlertReading]:
+        """Every ``(kpi, scope)`` reading of the rule on ``tables``, in a fixed order (the first
+        wins ties in :func:`~causaltrace.episodes.alerts.raised_alert`). The prompt should name
+        what :meth:`Domain.shown_alerts` picks from them."""
+        ...
+
+    def monitor_tables(self, world: World) -> Mapping[str, pd.DataFrame]:
+        """The tables :meth:`alert_readings` reads, rendered from ``world`` without randomness,
+        so the counterfactual world can be read by the same rule cheaply. On the factual world
+        they must give the same readings as the rendered tables do."""
+        ...
+
+    def alert_kpi(self, tables: Mapping[str, pd.DataFrame]) -> str:
+        """The KPI the alert names (for plots)."""
+        ...
+
+    def kpi_daily(self, world: World, kpi: str) -> np.ndarray:
+        """The panel-wide value of ``kpi`` per time step in ``world`` (for plots)."""
+        ...
+
+
+MONITOR_METHODS: tuple[str, ...] = ("alert_readings", "monitor_tables", "alert_kpi", "kpi_daily")
+
+
+def monitor_methods(domain: Domain | type[Domain]) -> tuple[str, ...]:
+    """The :class:`Monitor` methods ``domain``'s class implements (a method set to None in a
+    subclass counts as not implemented)."""
+    cls = domain if isinstance(domain, type) else type(domain)
+    return tuple(m for m in MONITOR_METHODS if callable(getattr(cls, m, None)))
 
 
 @dataclass(frozen=True)
@@ -58,9 +108,10 @@ class Domain(ABC):
     analyst sees: :meth:`background` (decoys common to both worlds), :meth:`render` (the
     agent-visible tables), :meth:`task_prompt`, :meth:`data_dictionary`, and :meth:`kpi_totals`
     (the KPIs whose counterfactual effect an oracle label records). A domain with a monitoring
-    rule also implements :meth:`alert_readings` and :meth:`monitor_tables`, so the verifier can
-    check that the hidden cause explains the alert the prompt shows. Every hook receives an
-    explicit ``numpy.random.Generator`` where it needs randomness.
+    rule also implements the :class:`Monitor` protocol (all four of its methods), so the
+    verifier can check that the hidden cause explains the alert the prompt shows. Every hook
+    receives an explicit ``numpy.random.Generator`` where it needs randomness.
+    :func:`~causaltrace.episodes.check.check_domain` checks a domain against these contracts.
     """
 
     name: ClassVar[str] = ""
@@ -100,15 +151,33 @@ class Domain(ABC):
             scm = self.build_scm()
             if not self.difficulty.is_default:
                 no_signal = frozenset(
-                    n for n, p in scm.intervention_points.items() if p.metadata.get("no_signal")
+                    n for n, p in scm.intervention_points.items() if p.info.no_signal
                 )
                 scm = apply_difficulty(scm, self.difficulty, no_signal)
             self._scm = scm
         return self._scm
 
     def cause_group(self, cause: str) -> str:
-        """The group a cause belongs to (its intervention point's ``metadata["group"]``)."""
-        return str(self.scm.point(cause).metadata.get("group", ""))
+        """The group a cause belongs to (its :attr:`CauseInfo.group`)."""
+        return self.scm.point(cause).info.group
+
+    @property
+    def monitor(self) -> Monitor | None:
+        """The domain's monitoring rule (the domain itself, if its class implements every
+        :class:`Monitor` method), or None if it implements none of them. A partial monitor
+        raises :class:`DomainContractError` naming the missing methods."""
+        present = monitor_methods(self)
+        if not present:
+            return None
+        missing = [m for m in MONITOR_METHODS if m not in present]
+        if missing:
+            raise DomainContractError(
+                self.name or type(self).__name__,
+                "monitor",
+                f"a partial monitor: {type(self).__name__} implements {list(present)} but not "
+                f"{missing}; a domain implements every Monitor method or none",
+            )
+        return self
 
     def background(
         self, rng: np.random.Generator, draws: Sequence[InterventionDraw] = ()
@@ -152,7 +221,7 @@ class Domain(ABC):
     def channel_readings(
         self, in_slice: Mapping[str, float], overall: Mapping[str, float]
     ) -> dict[str, float]:
-        """One world's readings of the channels causes declare (``metadata["channels"]``),
+        """One world's readings of the channels causes declare (:attr:`CauseInfo.channels`),
         keyed ``channel`` or ``channel:detail``, from its :meth:`kpi_totals` inside the cause's
         slice and over the whole panel (what a label records for both worlds), so the audit can
         measure which channels a cause moves without re-simulating. Default: not measured."""
@@ -162,20 +231,9 @@ class Domain(ABC):
         """Signature statistics read from the agent-visible tables (for the verifier)."""
         raise NotImplementedError(f"domain {self.name!r} offers no evidence for verification")
 
-    def alert_readings(self, tables: Mapping[str, pd.DataFrame]) -> Sequence[AlertReading]:
-        """Every ``(kpi, scope)`` reading of the domain's monitoring rule on ``tables``, in a
-        fixed order (the first wins ties in :func:`~causaltrace.episodes.alerts.raised_alert`).
-
-        The prompt should name ``raised_alert(self.alert_readings(tables))``. With this hook and
-        :meth:`monitor_tables` the engine reads the same rule on the counterfactual world and
-        rejects episodes whose alert does not fire or the cause does not explain (see
-        ``VerifierConfig.check_alert``). Default: the domain has no monitor, and that gate does
-        not apply to it.
-        """
-        raise NotImplementedError(f"domain {self.name!r} has no monitoring rule")
-
     def shown_alerts(self, readings: Sequence[AlertReading]) -> list[AlertReading]:
-        """The alerts the prompt shows, most severe first: the first is
+        """The alerts the prompt of a domain with a :class:`Monitor` shows, most severe first
+        (from its readings): the first is
         :func:`~causaltrace.episodes.alerts.raised_alert`'s, which the explained-alert gate
         checks, and each cause of a concurrent episode must make a share of one of them.
         Default: that one alert alone. A domain whose prompt pages several (so that causes
@@ -183,62 +241,38 @@ class Domain(ABC):
         :func:`~causaltrace.episodes.alerts.raised_alerts`."""
         return raised_alerts(readings, limit=1)
 
-    def monitor_tables(self, world: World) -> Mapping[str, pd.DataFrame]:
-        """The tables :meth:`alert_readings` reads, rendered from ``world`` without randomness,
-        so the counterfactual world can be read by the same rule cheaply. On the factual world
-        they must give the same readings as the rendered tables do. Default: no monitor."""
-        raise NotImplementedError(f"domain {self.name!r} has no monitoring rule")
-
     def alert_onset(self) -> int:
         """The first step of the window the alert reports on (a no-signal episode's scans
         look for causes from here on). Default: the last 7 steps."""
         return max(self.scm.panel.n_time - 7, 0)
 
-    def alert_kpi(self, tables: Mapping[str, pd.DataFrame]) -> str:
-        """The KPI the alert names (for plots)."""
-        raise NotImplementedError(f"domain {self.name!r} does not name its alert KPI")
-
-    def kpi_daily(self, world: World, kpi: str) -> np.ndarray:
-        """The account-level value of ``kpi`` per time step in ``world`` (for plots)."""
-        raise NotImplementedError(f"domain {self.name!r} has no daily KPI series")
-
     def no_signal_causes(self) -> tuple[str, ...]:
-        """Causes that inject nothing (their intervention point's ``metadata["no_signal"]``)."""
-        return tuple(
-            n for n, p in self.scm.intervention_points.items() if p.metadata.get("no_signal")
-        )
+        """Causes that inject nothing (their :attr:`CauseInfo.no_signal`)."""
+        return tuple(n for n, p in self.scm.intervention_points.items() if p.info.no_signal)
 
 
 def domain_has_monitor(domain: Domain) -> bool:
-    """Whether ``domain`` overrides both monitor hooks (:meth:`Domain.alert_readings` and
-    :meth:`Domain.monitor_tables`); the explained-alert gate needs both, and skips a domain
-    that lacks either."""
-    cls = type(domain)
-    return (
-        cls.alert_readings is not Domain.alert_readings
-        and cls.monitor_tables is not Domain.monitor_tables
-    )
+    """Whether ``domain`` has a monitor (:attr:`Domain.monitor`): the explained-alert gate
+    applies to it. A partial monitor raises :class:`DomainContractError`."""
+    return domain.monitor is not None
+
+
+def _domain_class(name: str, obj: Any) -> type[Domain]:
+    if not (isinstance(obj, type) and issubclass(obj, Domain)):
+        raise TypeError(f"{obj!r} is not a Domain subclass")
+    return obj
+
+
+# Domains by name: installed packages' ``causaltrace.domains`` entry points, classes registered
+# at run time (``DOMAINS.register(name, cls)``) and ``"module:ClassName"`` paths.
+DOMAINS: Registry[type[Domain]] = Registry("domain", ENTRY_POINT_GROUP, _domain_class, DomainError)
 
 
 def available_domains() -> dict[str, str]:
     """Registered domain names and the object path each points to."""
-    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    return DOMAINS.paths()
 
 
 def load_domain(name: str, config: Mapping[str, Any] | None = None) -> Domain:
     """Instantiate a domain by registered name or by ``"module:ClassName"`` path."""
-    registered = {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
-    if name in registered:
-        cls = registered[name].load()
-    elif ":" in name:
-        module_name, _, attr = name.partition(":")
-        try:
-            cls = getattr(importlib.import_module(module_name), attr)
-        except (ImportError, AttributeError) as exc:
-            raise DomainError(f"cannot load domain {name!r}: {exc}") from None
-    else:
-        known = ", ".join(sorted(registered)) or "(none registered; is the package installed?)"
-        raise DomainError(f"unknown domain {name!r}; registered domains: {known}")
-    if not (isinstance(cls, type) and issubclass(cls, Domain)):
-        raise DomainError(f"domain {name!r} resolves to {cls!r}, which is not a Domain subclass")
-    return cls(config)
+    return DOMAINS.get(name)(config)

@@ -59,7 +59,7 @@ lazily, to the best hypotheses until the ``refine_top`` best (after refinement) 
 The scan asks the evidence for every candidate's z at every onset at once where the evidence can
 (its optional ``scan``), and reads only each candidate's best onset (and any within a relative
 1e-9 of it) with the scalar statistic, so that every number it reports, and its choices, are
-those of the scalar scan (``tests/test_oracle_batched_scan.py``).
+those of the scalar scan (``tests/episodes/test_oracle_batched_scan.py``).
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ from typing import Any
 import numpy as np
 
 from causaltrace.episodes.domain import Domain
-from causaltrace.episodes.verify import _candidates, alert_share, children, scan_threshold
+from causaltrace.episodes.verify import alert_share, candidate_masks, children, scan_threshold
 from causaltrace.model.slices import Slice
 
 
@@ -90,7 +90,11 @@ class Hypothesis:
 
 
 def posterior_margin(ranked: Sequence[Hypothesis]) -> float:
-    """Top-1 minus top-2 posterior (1.0 when there is a single hypothesis)."""
+    """Top-1 minus top-2 posterior (1.0 when there is a single hypothesis).
+
+    Args:
+        ranked: The hypotheses, best first (0.0 when empty).
+    """
     if not ranked:
         return 0.0
     second = ranked[1].posterior if len(ranked) > 1 else 0.0
@@ -115,7 +119,21 @@ class _Candidate:
 
 
 class OracleSolver:
-    """Rank every (cause, slice) hypothesis of an episode from its visible tables."""
+    """Rank every (cause, slice) hypothesis of an episode from its visible tables.
+
+    Args:
+        domain: The domain whose evidence and causes are read.
+        scan_alpha: The family-wise false-positive rate of the scan over every cause, slice
+            and onset (Bonferroni); 0.05 by default.
+        snr: The signal-to-noise ratio a finding must reach; 1.0 by default.
+        onset_step: The spacing of the onset grid over the causes' prior onset ranges; 2 by
+            default.
+        refine_top: How many top candidates get the nested-slice refinement (at least 1); 5 by
+            default.
+        onsets: The onsets to scan; the grid by default.
+        relevance_share: The share of an alert a hypothesis must account for; 0.25 by default
+            (``None``: every hypothesis is relevant).
+    """
 
     def __init__(
         self,
@@ -136,7 +154,7 @@ class OracleSolver:
         self.onsets = tuple(sorted(set(onsets))) if onsets else self._onset_grid(onset_step)
         self.refine_top = max(int(refine_top), 1)
         self.snr = float(snr)
-        self.n_slices = {c: len(_candidates(self.scm, c)) for c in self.signal}
+        self.n_slices = {c: len(candidate_masks(self.scm, c)) for c in self.signal}
         tests = sum(self.n_slices.values()) * len(self.onsets)
         self.threshold = scan_threshold(scan_alpha, tests)
         n_causes = len(self.signal) + len(self.no_signal)
@@ -162,7 +180,7 @@ class OracleSolver:
     def _scan(self, evidence) -> list[_Candidate]:
         out = []
         for cause in self.signal:
-            candidates = _candidates(self.scm, cause)
+            candidates = candidate_masks(self.scm, cause)
             batch = _batched_scan(evidence, cause, [mask for _, mask in candidates], self.onsets)
             for i, (sl, mask) in enumerate(candidates):
                 best = _Candidate(cause, sl, mask)
@@ -293,11 +311,19 @@ class OracleSolver:
 
     # -- public API ----------------------------------------------------------------------------
     def rank(self, tables: Mapping[str, Any]) -> list[Hypothesis]:
-        """Every hypothesis, best first, with its score and posterior."""
+        """Every hypothesis, best first, with its score and posterior.
+
+        Args:
+            tables: The episode's visible tables, by name.
+        """
         return self._ranked(self._refined_candidates(self.domain.evidence(tables)))
 
     def answer(self, tables: Mapping[str, Any]) -> Hypothesis:
-        """The top hypothesis."""
+        """The top hypothesis.
+
+        Args:
+            tables: The episode's visible tables, by name.
+        """
         return self.rank(tables)[0]
 
     def answer_set(self, tables: Mapping[str, Any], max_causes: int = 2) -> list[Hypothesis]:
@@ -306,7 +332,12 @@ class OracleSolver:
         (it beats "no signal" after its nested-slice refinement: significant, practically large
         and relevant to the alerts). One cause, or no signal, when nothing else is found: the
         number of causes is read from the evidence, as an analyst would explain the alerts
-        away cause by cause."""
+        away cause by cause.
+
+        Args:
+            tables: The episode's visible tables, by name.
+            max_causes: The most causes to return; 2 by default.
+        """
         evidence = self.domain.evidence(tables)
         cands = self._refined_candidates(evidence)
         ranked = self._ranked(cands)
@@ -340,7 +371,13 @@ def oracle_reading(
     """What the oracle makes of an episode whose true ``(cause, slice)`` pairs are ``truth``:
     its top answer, its posterior margin (top-1 minus top-2) and the posterior it puts on the
     truth. Generation records this in each label's difficulty (``measured``): a small margin or
-    a small posterior on the truth marks an episode that is hard even knowing the model."""
+    a small posterior on the truth marks an episode that is hard even knowing the model.
+
+    Args:
+        solver: The oracle.
+        tables: The episode's visible tables, by name.
+        truth: The true ``(cause, slice)`` pairs (slice ``None``: the whole panel).
+    """
     ranked = solver.rank(tables)
     wanted = {(cause, slice_ or None) for cause, slice_ in truth}
     top = ranked[0] if ranked else None

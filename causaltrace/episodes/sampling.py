@@ -6,7 +6,7 @@ concurrent episode's further causes). It determines the label, so it is stored w
 never with what the agent sees.
 
 A concurrent episode (``spec.also``) draws each further cause's slice, strength, onset and
-profile from its own stream (:func:`causaltrace.datasets.seeds.concurrent_stream`) and applies every
+profile from its own stream (:func:`causaltrace.core.seeds.concurrent_stream`) and applies every
 cause's interventions in the factual world; the counterfactual has none of them. A single-cause
 episode draws nothing from that stream, so its bytes are what they were before concurrent
 episodes existed.
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from causaltrace.datasets.seeds import concurrent_stream, episode_streams
+from causaltrace.core.seeds import concurrent_stream, episode_streams
 from causaltrace.episodes.alerts import AlertExplanation, explain_alert, raised_alert
 from causaltrace.episodes.difficulty import draw_record
 from causaltrace.episodes.domain import Background, Domain, domain_has_monitor
@@ -102,7 +102,12 @@ class Episode:
 
 
 def episode_id(split: str, index: int) -> str:
-    """Public episode id: the split and index, nothing about the cause."""
+    """Public episode id: the split and index, nothing about the cause.
+
+    Args:
+        split: The split's name.
+        index: The episode's index in the split.
+    """
     return f"{split}-{index:06d}"
 
 
@@ -172,7 +177,14 @@ def simulate_attempt(
     also: tuple[InterventionDraw, ...] | None = None,
 ) -> Attempt:
     """Draw and simulate both worlds of one attempt (deterministic in ``spec``); nothing is
-    rendered, so an attempt the alert gate rejects costs no tables."""
+    rendered, so an attempt the alert gate rejects costs no tables.
+
+    Args:
+        domain: The domain.
+        spec: The episode's spec (seed, split, index, attempt, cause).
+        draw: The cause's draw to use; sampled from the spec's stream by default.
+        also: A concurrent episode's further draws; drawn from their own stream by default.
+    """
     draw, also, background, worlds, render_rng = _simulate(
         domain, spec, draw, counterfactual=True, also=also
     )
@@ -181,8 +193,13 @@ def simulate_attempt(
 
 def monitor_explanation(domain: Domain, worlds: Worlds) -> AlertExplanation | None:
     """The alert explanation read on the monitor tables of both worlds (no rendering): the same
-    readings the agent's tables give, by the :meth:`Domain.monitor_tables` contract; None if
-    the domain has no monitor or the factual world raises no alert."""
+    readings the agent's tables give, by the :meth:`Monitor.monitor_tables` contract; None if
+    the domain has no monitor or the factual world raises no alert.
+
+    Args:
+        domain: The domain (its monitor).
+        worlds: The attempt's factual and counterfactual worlds.
+    """
     if not domain_has_monitor(domain):
         return None
     factual = domain.alert_readings(domain.monitor_tables(worlds.factual))
@@ -196,7 +213,13 @@ def complete_episode(
     domain: Domain, attempt: Attempt, alert: AlertExplanation | None = None
 ) -> Episode:
     """Render, prompt and label a simulated attempt (``alert``: its explanation if already
-    read, e.g. by :func:`monitor_explanation`)."""
+    read, e.g. by :func:`monitor_explanation`).
+
+    Args:
+        domain: The domain.
+        attempt: The simulated attempt.
+        alert: The alert explanation; read from the rendered tables by default.
+    """
     tables = _render(
         domain,
         attempt.worlds.factual,
@@ -233,6 +256,12 @@ def build_episode(
     ``draw`` replaces the sampled draw and ``also`` a concurrent episode's further draws (for
     tests and ablations that need a given slice or strength); every other random stream is the
     spec's.
+
+    Args:
+        domain: The domain.
+        spec: The episode's spec.
+        draw: The cause's draw to use; sampled from the spec's stream by default.
+        also: A concurrent episode's further draws; drawn from their own stream by default.
     """
     return complete_episode(domain, simulate_attempt(domain, spec, draw, also))
 
@@ -241,7 +270,13 @@ def explain_episode_alert(
     domain: Domain, tables: Mapping[str, pd.DataFrame], worlds: Worlds
 ) -> AlertExplanation | None:
     """The monitor read on the agent's tables against the same rule on the counterfactual
-    world; None if the domain has no monitor or the tables raise no alert."""
+    world; None if the domain has no monitor or the tables raise no alert.
+
+    Args:
+        domain: The domain (its monitor).
+        tables: The agent's tables.
+        worlds: The episode's worlds (the counterfactual is read).
+    """
     if not domain_has_monitor(domain):
         return None
     counterfactual = domain.monitor_tables(worlds.counterfactual)
@@ -250,7 +285,15 @@ def explain_episode_alert(
 
 def build_visible(domain: Domain, spec: EpisodeSpec) -> tuple[dict[str, pd.DataFrame], str]:
     """Only what the agent sees of an episode (its tables and prompt), the same bytes as
-    :func:`build_episode` gives, without the counterfactual world or the label."""
+    :func:`build_episode` gives, without the counterfactual world or the label.
+
+    Args:
+        domain: The domain.
+        spec: The episode's spec.
+
+    Returns:
+        The tables by name, and the prompt.
+    """
     draw, also, background, worlds, render_rng = _simulate(domain, spec, None, counterfactual=False)
     tables = _render(domain, worlds.factual, draw, also, background, render_rng)
     return tables, domain.task_prompt(tables)
@@ -269,7 +312,16 @@ def make_label(
     ``extra["difficulty"]`` the domain's difficulty knobs and where the draw fell (generation
     adds what the verifier and the oracle measured, :func:`causaltrace.datasets.generation.accept_episode`).
     A concurrent episode's further causes are the label's ``also``; every effect is then the
-    causes' together (factual with all of them against the counterfactual with none)."""
+    causes' together (factual with all of them against the counterfactual with none).
+
+    Args:
+        domain: The domain.
+        spec: The episode's spec.
+        draw: The first cause's draw.
+        worlds: The episode's worlds.
+        alert: The alert explanation; none by default.
+        also: A concurrent episode's further draws; none by default.
+    """
     panel = domain.scm.panel
     onset = draw.window.onset
     inside = draw.slice.mask(panel)

@@ -73,7 +73,14 @@ class Statistic:
 
     @classmethod
     def from_daily(cls, effect: float, noise: float, n_post: int, n_pre: int) -> Statistic:
-        """A difference of two means of daily values with standard deviation ``noise``."""
+        """A difference of two means of daily values with standard deviation ``noise``.
+
+        Args:
+            effect: The difference of the post-onset and pre-onset means, in the cause's direction.
+            noise: The standard deviation of one day's value.
+            n_post: The number of days after the onset (at least 1 is used).
+            n_pre: The number of days before the onset (at least 1 is used).
+        """
         se = noise * math.sqrt(1.0 / max(n_post, 1) + 1.0 / max(n_pre, 1))
         return cls(effect, noise, se)
 
@@ -94,7 +101,11 @@ class Statistic:
     @staticmethod
     def weakest(*stats: Statistic | None) -> Statistic | None:
         """AND of evidence: the component with the lowest SNR (None if any is missing), with
-        every component kept in ``parts``."""
+        every component kept in ``parts``.
+
+        Args:
+            *stats: The components; any ``None`` makes the result ``None``.
+        """
         if any(s is None for s in stats):
             return None
         low = min(stats, key=lambda s: s.snr)  # type: ignore[union-attr]
@@ -114,7 +125,14 @@ class Evidence(Protocol):
         """Cause's signature on the panel cells in ``cells`` (``None``: the whole panel) from
         ``onset`` on, compared where it compares with other cells against ``reference``
         (default: every cell not in ``cells``); ``None`` if the cause has no signature or the
-        tables the signature reads cannot resolve the cells."""
+        tables the signature reads cannot resolve the cells.
+
+        Args:
+            cause: The cause whose signature is read.
+            cells: A boolean mask over the panel's leaf cells, or ``None`` for the whole panel.
+            onset: The first time step of the effect.
+            reference: The cells to compare against; every cell not in ``cells`` by default.
+        """
 
     # Optional (a domain's evidence may leave it out; then every firing signature counts):
     # def alert_share(self, cause: str, cells: np.ndarray | None, onset: int) -> float | None:
@@ -133,7 +151,15 @@ class Evidence(Protocol):
 def alert_share(
     evidence: Evidence, cause: str, cells: np.ndarray | None, onset: int
 ) -> float | None:
-    """``evidence.alert_share(...)`` if the domain's evidence estimates it, else None."""
+    """``evidence.alert_share(...)`` if the domain's evidence estimates it, else None.
+
+    Args:
+        evidence: The episode's evidence.
+        cause: The hypothesized cause.
+        cells: The hypothesized cells (a mask over the leaf cells), or ``None`` for the whole
+            panel.
+        onset: The hypothesized onset.
+    """
     method = getattr(evidence, "alert_share", None)
     return None if method is None else method(cause, cells, onset)
 
@@ -147,7 +173,16 @@ def is_relevant(
 ) -> bool:
     """Whether a hypothesis could be a root cause of the alerted movement: it accounts for at
     least ``config.relevance_share`` of an alert (True where that cannot be estimated, or with
-    the check off)."""
+    the check off).
+
+    Args:
+        evidence: The episode's evidence.
+        cause: The hypothesized cause.
+        cells: The hypothesized cells (a mask over the leaf cells), or ``None`` for the whole
+            panel.
+        onset: The hypothesized onset.
+        config: The verifier's thresholds (``relevance_share``; ``None`` turns the check off).
+    """
     if config.relevance_share is None:
         return True
     share = alert_share(evidence, cause, cells, onset)
@@ -156,7 +191,7 @@ def is_relevant(
 
 @dataclass(frozen=True)
 class VerifierConfig:
-    """Thresholds of the verifier (``configs/verifier/*.yaml``)."""
+    """Thresholds of the verifier (``causaltrace/conf/verifier/*.yaml``)."""
 
     snr: float = 1.0
     child_snr: float | None = None  # defaults to snr
@@ -198,7 +233,12 @@ class Verdict:
 
 
 def scan_threshold(alpha: float, tests: int) -> float:
-    """One-sided Bonferroni z threshold for ``tests`` simultaneous tests."""
+    """One-sided Bonferroni z threshold for ``tests`` simultaneous tests.
+
+    Args:
+        alpha: The family-wise false-positive rate.
+        tests: The number of tests (at least 1 is used).
+    """
     # norm.isf(q) is -ndtri(q) (scipy computes it so); scipy.special spares worker processes
     # the import of scipy.stats (about 0.4 s each).
     return float(-special.ndtri(alpha / max(tests, 1)))
@@ -209,7 +249,7 @@ def scan_threshold(alpha: float, tests: int) -> float:
 _CANDIDATES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _candidates(scm, cause: str) -> list[tuple[Slice, np.ndarray | None]]:
+def candidate_masks(scm, cause: str) -> list[tuple[Slice, np.ndarray | None]]:
     """``cause``'s candidate slices with their read-only masks (None for the whole panel)."""
     by_cause = _CANDIDATES.setdefault(scm, {})
     if cause not in by_cause:
@@ -226,9 +266,16 @@ def _candidates(scm, cause: str) -> list[tuple[Slice, np.ndarray | None]]:
 
 
 def scan_stats(evidence: Evidence, scm, cause: str, onset: int) -> list[tuple[Slice, Statistic]]:
-    """``cause``'s signature on each of its candidate slices that the tables can resolve."""
+    """``cause``'s signature on each of its candidate slices that the tables can resolve.
+
+    Args:
+        evidence: The episode's evidence.
+        scm (SCM): The model whose candidate slices of ``cause`` are read.
+        cause: The cause.
+        onset: The onset to read from.
+    """
     out = []
-    for sl, mask in _candidates(scm, cause):
+    for sl, mask in candidate_masks(scm, cause):
         stat = evidence.statistic(cause, mask, onset)
         if stat is not None:
             out.append((sl, stat))
@@ -242,7 +289,17 @@ def fires(
     relevant: Callable[[Slice], bool] | None = None,
 ) -> tuple[bool, float, str]:
     """Whether any statistic is significant at ``threshold``, practically large (SNR) and, if
-    ``relevant`` is given, relevant to the alert; with the best z and its slice."""
+    ``relevant`` is given, relevant to the alert; with the best z and its slice.
+
+    Args:
+        stats: ``(slice, statistic)`` pairs, as :func:`scan_stats` returns.
+        threshold: The z a statistic must reach.
+        config: The verifier's thresholds (``snr``).
+        relevant: A predicate on slices; every slice counts by default.
+
+    Returns:
+        ``(fired, best z, best slice's canonical text)``; ``(False, 0.0, "")`` without stats.
+    """
     if not stats:
         return False, 0.0, ""
     best_slice, best = max(stats, key=lambda item: item[1].z)
@@ -255,12 +312,17 @@ def fires(
 
 def _relevance(evidence: Evidence, scm, cause: str, onset: int, config: VerifierConfig):
     """A slice -> relevant predicate for ``cause``'s candidate slices at ``onset``."""
-    masks = {sl: mask for sl, mask in _candidates(scm, cause)}
+    masks = {sl: mask for sl, mask in candidate_masks(scm, cause)}
     return lambda sl: is_relevant(evidence, cause, masks.get(sl), onset, config)
 
 
 def children(panel: Panel, sl: Slice) -> list[Slice]:
-    """Slices with one more condition than ``sl`` that hold some, but not all, of its cells."""
+    """Slices with one more condition than ``sl`` that hold some, but not all, of its cells.
+
+    Args:
+        panel: The panel.
+        sl: The slice to refine.
+    """
     inside = sl.mask(panel)
     out = []
     for dim in panel.dimensions:
@@ -287,7 +349,17 @@ def verify(
     """Accept or reject one episode, reading only ``evidence`` (built from its tables).
 
     ``also_true`` names the other true causes of a concurrent episode: they are never counted
-    as confusers of ``draw``'s cause."""
+    as confusers of ``draw``'s cause.
+
+    Args:
+        scm (SCM): The episode's model (its intervention points and panel).
+        evidence: Statistics read from the episode's agent-visible tables.
+        draw: The drawn intervention: the cause, its slice and its window.
+        alert_onset: The time step the alert points at (where no-signal scans read from).
+        no_signal: The causes that carry no signal.
+        config: The verifier's thresholds; :class:`VerifierConfig` defaults by default.
+        also_true: The other true causes of a concurrent episode; none by default.
+    """
     no_signal = set(no_signal)
     also_true = set(also_true)
     panel = scm.panel
@@ -348,7 +420,7 @@ def verify(
                     reasons.append(f"child_indistinguishable:{child.canonical()}")
                 break
     if config.check_confusers:
-        for other in scm.point(cause).metadata.get("confusers", ()):
+        for other in scm.point(cause).info.confusers:
             if other in no_signal or other == cause or other in also_true:
                 continue
             found = scan_stats(evidence, scm, other, onset)
@@ -382,6 +454,18 @@ def verify_concurrent(
     the prefix ``second_`` (``second_undetectable:snr=0.40``) and its stats the prefix
     ``second:`` (``second:snr``). Every draw is checked (so the stats hold both), and a
     no-signal cause is refused outright: a concurrent episode has signal causes only.
+
+    Args:
+        scm (SCM): The episode's model.
+        evidence: Statistics read from the episode's agent-visible tables.
+        draws: The causes' drawn interventions, first cause first.
+        alert_onset: The time step the alert points at.
+        no_signal: The causes that carry no signal.
+        configs: One verifier config per draw.
+
+    Raises:
+        ValueError: ``configs`` is not one per draw, or the causes are not distinct signal
+            causes.
     """
     draws, configs = list(draws), list(configs)
     no_signal = set(no_signal)
@@ -423,6 +507,12 @@ def verify_alert(
     concurrent episode the explanation is already the causes' together (the counterfactual
     world has none of them): the pair must make ``explained_share`` of the move, and the alert
     must not fire without both.
+
+    Args:
+        explanation: The alert and what the cause explains of it; ``None`` when no alert fired.
+        signal: Whether the episode's cause carries a signal.
+        config: The verifier's thresholds (``check_alert``, ``explained_share``);
+            :class:`VerifierConfig` defaults by default.
     """
     if explanation is None:
         reasons = ("no_alert",) if config.check_alert else ()

@@ -14,7 +14,7 @@ Agent failures never stop a run: an exception from ``agent.run`` (or an agent th
 before the episode is over) ends that episode without an answer (a format error) and records
 the error. A failure of the host side (the episode's tools cannot start) writes no result, so
 the next run retries that episode. An exception with a true ``abort_run`` attribute (the
-``openai`` agent's ``ServerUnavailable``: the model server cannot be reached, or refuses the
+``openai`` agent's ``ModelServerUnavailable``: the model server cannot be reached, or refuses the
 agent's configuration) says nothing about the episode and affects them all: that episode is not
 recorded either, no further episode starts, and :attr:`EvalSummary.aborted` says why.
 """
@@ -34,15 +34,33 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tqdm.auto import tqdm
 
-from causaltrace.datasets.storage import atomic_write_text, canonical_json, json_load, sha256_file
+from causaltrace.agents.base import end_episode
+from causaltrace.core.files import atomic_write_text, canonical_json, json_load, sha256_file
+from causaltrace.core.version import __version__
+from causaltrace.datasets.reading import DatasetSource
+from causaltrace.env.contract import ToolContract
+from causaltrace.env.session import DiagnosisSession, EnvConfig
 from causaltrace.errors import CausalTraceError
 from causaltrace.eval.report import (
     CAUSE_METRICS,
     EPISODE_TYPES,
     SUMMARY_METRICS,
     answer_candidates,
+    cause_tables,
+    write_report,
 )
+from causaltrace.scoring import (
+    Answer,
+    Candidate,
+    EpisodeOutcome,
+    Impact,
+    ParsedAnswer,
+    compute_metrics,
+    plot_confusion,
+)
+from causaltrace.tools import ToolRuntime
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +82,10 @@ def episode_rng(seed: int, episode: str) -> np.random.Generator:
 
     It depends only on the evaluation seed and the episode id, so results do not depend on
     concurrency, order, or which episodes were resumed.
+
+    Args:
+        seed: The evaluation seed.
+        episode: The episode id.
     """
     key = int.from_bytes(hashlib.sha256(episode.encode("utf-8")).digest()[:8], "little")
     return np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(key,)))
@@ -86,7 +108,11 @@ def agent_name(agent) -> str:
 
 
 def read_results(path: str | os.PathLike) -> dict[str, dict[str, Any]]:
-    """Result records by episode id; the last line of an episode wins, a torn line is skipped."""
+    """Result records by episode id; the last line of an episode wins, a torn line is skipped.
+
+    Args:
+        path: A run's ``results.jsonl``; a missing file gives ``{}``.
+    """
     path = Path(path)
     out: dict[str, dict[str, Any]] = {}
     if not path.exists():
@@ -148,8 +174,6 @@ def _env_dict(env_config) -> dict[str, Any]:
 
 def run_info(agent, source, seed: int, env_config, tools: list[dict[str, Any]]) -> dict:
     """The run's identity, written to ``run.json`` (and checked when a run is resumed)."""
-    from causaltrace import __version__
-
     return {
         "format": FORMAT,
         "package_version": __version__,
@@ -191,7 +215,19 @@ def _check_resume(previous: Mapping[str, Any], current: Mapping[str, Any]) -> No
 # -- the run --------------------------------------------------------------------------------
 @dataclass
 class EvalSummary:
-    """What :func:`evaluate` did and found."""
+    """What :func:`evaluate` did and found.
+
+    Args:
+        out_dir: The run directory.
+        records: One result record per selected episode that has one, in dataset order.
+        metrics: The :class:`~causaltrace.scoring.MetricsReport`, or ``None`` when nothing
+            was scored.
+        ran: Episodes run by this call; 0 by default.
+        resumed: Episodes skipped because ``results.jsonl`` already had them; 0 by default.
+        failed: Episode id -> why it failed on the host side (not recorded); empty by default.
+        aborted: Why the run stopped early (e.g. the model server is down); ``None`` if it
+            did not.
+    """
 
     out_dir: Path
     records: list[dict[str, Any]]
@@ -233,9 +269,34 @@ async def evaluate(
     first ``limit`` of them. Episodes with a line in ``results.jsonl`` are skipped, unless
     ``rerun_errors`` is set and their line records an error. ``episode_timeout`` (seconds) ends
     an episode whose agent takes longer, as an error.
+
+    Args:
+        agent (Agent): The agent (see :func:`causaltrace.agents.make_agent`).
+        source (DatasetSource): The dataset.
+        out_dir: The run directory (``results.jsonl``, transcripts, reports); an existing run
+            of the same agent and dataset is resumed.
+        concurrency: Episodes run at once (at least 1); 4 by default.
+        seed: The evaluation seed (each episode's generator, bootstrap); 0 by default.
+        env_config (EnvConfig | Mapping | None): Budgets and reward; :class:`EnvConfig`
+            defaults by default (its ``transcript_dir`` is ignored: transcripts go under
+            ``out_dir``).
+        limit: Keep the first ``limit`` selected episodes; all by default.
+        episodes: The episode ids to run; all, in dataset order, by default.
+        tool_config (ToolConfig | Mapping | None): The sandbox settings; the defaults by
+            default.
+        progress: Show a progress bar; on by default.
+        rerun_errors: Run again episodes whose recorded line is an error; off by default.
+        episode_timeout: Seconds an episode may take before it is ended as an error; no
+            limit by default.
+        n_boot: Bootstrap resamples of the metrics' intervals; 1000 by default.
+
+    Returns:
+        The records, metrics and counts of the run.
+
+    Raises:
+        CausalTraceError: ``concurrency`` < 1, or ``out_dir`` holds a run of another agent,
+            dataset or configuration.
     """
-    from causaltrace.env.session import DiagnosisSession, EnvConfig
-    from causaltrace.tools import ToolRuntime
 
     if concurrency < 1:
         raise CausalTraceError(f"concurrency must be >= 1, got {concurrency}")
@@ -247,7 +308,7 @@ async def evaluate(
     results_path = out / RESULTS_FILE
 
     selection = _select(source, episodes, limit)
-    info = run_info(agent, source, seed, env_config, source.tool_schemas())
+    info = run_info(agent, source, seed, env_config, ToolContract.for_dataset(source).openai())
     run_path = out / RUN_FILE
     if run_path.exists():
         _check_resume(json_load(run_path), info)
@@ -336,7 +397,6 @@ def _select(source, episodes: Sequence[str] | None, limit: int | None) -> list[s
 def _progress(total: int, initial: int, desc: str, enabled: bool):
     if not enabled:
         return None
-    from tqdm.auto import tqdm
 
     return tqdm(total=total, initial=initial, desc=desc, unit="episode", mininterval=0.5)
 
@@ -366,7 +426,6 @@ async def _run_episode(
     session_cls,
     abort: dict[str, str] | None = None,
 ) -> dict[str, Any] | None:
-    from causaltrace.agents.base import end_episode
 
     abort = {} if abort is None else abort
 
@@ -431,8 +490,13 @@ def _transcript_error(session) -> str | None:
 
 # -- scoring and reports --------------------------------------------------------------------
 def outcome_of(record: Mapping[str, Any], label, space):
-    """An :class:`~causaltrace.scoring.EpisodeOutcome` from a result record and its label."""
-    from causaltrace.scoring import Answer, Candidate, EpisodeOutcome, Impact, ParsedAnswer
+    """An :class:`~causaltrace.scoring.EpisodeOutcome` from a result record and its label.
+
+    Args:
+        record: A line of ``results.jsonl``.
+        label (OracleLabel): The episode's oracle label.
+        space (AnswerSpace): The dataset's answer space.
+    """
 
     data = record.get("answer")
     answer = None
@@ -478,9 +542,16 @@ def write_reports(
     failed: Mapping[str, str] | None = None,
 ):
     """Write ``summary.md``, ``metrics.json``, ``confusion.png`` and ``report.html``; return
-    the :class:`~causaltrace.scoring.MetricsReport` (``None`` without records)."""
-    from causaltrace.eval.report import cause_tables, write_report
-    from causaltrace.scoring import compute_metrics, plot_confusion
+    the :class:`~causaltrace.scoring.MetricsReport` (``None`` without records).
+
+    Args:
+        out_dir: The run directory.
+        source (DatasetSource): The dataset (labels and answer space).
+        records: The result records to report on.
+        info: The run's ``run.json`` content; read from ``out_dir`` by default.
+        n_boot: Bootstrap resamples of the metrics' intervals; 1000 by default.
+        failed: Episode id -> host-side failure, counted as not started; none by default.
+    """
 
     out = Path(out_dir)
     if info is None:
@@ -522,8 +593,13 @@ def write_reports(
 
 
 def rebuild_reports(out_dir: str | os.PathLike, source=None, *, n_boot: int = 1000):
-    """Re-write the reports of an existing run directory (e.g. after a crash mid-report)."""
-    from causaltrace.env.source import DatasetSource
+    """Re-write the reports of an existing run directory (e.g. after a crash mid-report).
+
+    Args:
+        out_dir: The run directory.
+        source (DatasetSource | None): The dataset; the one ``run.json`` names by default.
+        n_boot: Bootstrap resamples of the metrics' intervals; 1000 by default.
+    """
 
     out = Path(out_dir)
     info = json_load(out / RUN_FILE)

@@ -25,7 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from causaltrace.datasets.storage import atomic_write_text
+from causaltrace.core.files import atomic_write_text
+from causaltrace.episodes.answers import NO_SIGNAL_GROUP
+from causaltrace.scoring.metrics import NO_ANSWER, MetricValue, bootstrap_means, episode_values
 
 MAX_TOOL_CHARS = 8000
 OUTCOMES = (
@@ -184,7 +186,6 @@ def _row_values(rows: Sequence[CauseRow], no_signal_group: str) -> np.ndarray:
 def _scope(values: np.ndarray, names: Sequence[str], key: str, n_boot: int, seed: int) -> dict:
     """Means with percentile-bootstrap intervals, one generator per scope (seed, key), as
     :func:`causaltrace.scoring.compute_metrics` seeds its scopes."""
-    from causaltrace.scoring.metrics import MetricValue, bootstrap_means
 
     rng = np.random.default_rng([seed, zlib.crc32(key.encode())])
     point, low, high, n = bootstrap_means(values, n_boot=n_boot, rng=rng)
@@ -233,9 +234,8 @@ def cause_confusion(
     single-cause matrix); a true cause still left is counted against ``(missed)``, an answered
     one against the row ``(extra)``; an episode without a parsed answer counts each true cause
     against ``(no answer)``. So every true cause is counted once, and every answered one."""
+    # lazy: pandas takes ~0.5 s to import; the rest of this module does not need it
     import pandas as pd
-
-    from causaltrace.scoring.metrics import NO_ANSWER
 
     truths = {
         o.episode_id: [c for c, _ in _true_causes(labels[o.episode_id], space)] for o in outcomes
@@ -280,8 +280,6 @@ def cause_tables(
 ) -> CauseTables:
     """Per-cause and per-group tables over :func:`cause_rows`, FullAttr@1 (and the episode
     metrics) per episode type, and :func:`cause_confusion`."""
-    from causaltrace.scoring.answers import NO_SIGNAL_GROUP
-    from causaltrace.scoring.metrics import episode_values
 
     rows = cause_rows(labels, outcomes, answers, space)
     values = _row_values(rows, NO_SIGNAL_GROUP)

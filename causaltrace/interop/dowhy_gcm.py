@@ -15,8 +15,9 @@ checked against the engine's, and ``gcm``'s estimators against the truth.
 - A ``Linear`` node with ``Normal`` noise becomes an ``AdditiveNoiseModel`` whose prediction is
   the mechanism itself and whose noise is the true Gaussian (``fit_noise=True``: a Gaussian whose
   parameters ``gcm.fit`` estimates from residuals, so ``distribution_change`` sees a shift).
-- Any other node whose mechanism can be inverted in its noise (``invert`` or ``noise_interval``,
-  as for :mod:`causaltrace.model.counterfactuals`) becomes a :class:`TrueMechanism`: noise drawn from
+- Any other node whose mechanism declares an inverse in its noise (an ``InvertibleMechanism``
+  or an ``IntervalInvertibleMechanism``, as for :mod:`causaltrace.model.counterfactuals`)
+  becomes a :class:`TrueMechanism`: noise drawn from
   the node's noise spec, evaluation by the mechanism, noise estimation by abduction (a count's
   uniform is the midpoint of its interval, or a draw with ``count_noise="draw"``). Deterministic
   nodes are ``TrueMechanism``s with zero noise.
@@ -45,7 +46,12 @@ from dowhy.graph import get_ordered_predecessors
 from scipy import stats
 
 from causaltrace.errors import GraphError, NotInvertibleError
-from causaltrace.model.node import Linear
+from causaltrace.model.node import (
+    IntervalInvertibleMechanism,
+    InvertibleMechanism,
+    Linear,
+    undeclared_inverse,
+)
 from causaltrace.model.noise import NoNoise, Normal
 from causaltrace.model.panel import Dimension, Panel, TimeAxis
 
@@ -271,7 +277,7 @@ class TrueMechanism(InvertibleFunctionalCausalModel):
             return np.zeros((target.shape[0], 1))
         columns = _columns(self.parent_order, parent_samples)
         mechanism = self.node.mechanism
-        if hasattr(mechanism, "invert"):
+        if isinstance(mechanism, InvertibleMechanism):
             (noise,) = self.units.apply(
                 self.node,
                 columns,
@@ -341,7 +347,9 @@ def to_gcm(
             model.set_causal_mechanism(
                 name, gcm.AdditiveNoiseModel(TruePrediction(node, units, order), noise_model)
             )
-        elif type(noise) is NoNoise or hasattr(mech, "invert") or hasattr(mech, "noise_interval"):
+        elif type(noise) is NoNoise or isinstance(
+            mech, InvertibleMechanism | IntervalInvertibleMechanism
+        ):
             model.set_causal_mechanism(
                 name,
                 TrueMechanism(
@@ -349,10 +357,16 @@ def to_gcm(
                 ),
             )
         elif unsupported == "raise":
+            undeclared = undeclared_inverse(mech)
+            hint = (
+                f" (it defines {undeclared}() but does not declare it: subclass the variant)"
+                if undeclared
+                else ""
+            )
             raise NotInvertibleError(
-                f"node {name!r}: its mechanism {type(mech).__name__} has neither invert() nor "
-                "noise_interval(), so it cannot be an invertible gcm mechanism; pass "
-                "unsupported='leave' to have gcm learn it"
+                f"node {name!r}: its mechanism {type(mech).__name__} is neither an "
+                f"InvertibleMechanism nor an IntervalInvertibleMechanism{hint}, so it cannot be "
+                "an invertible gcm mechanism; pass unsupported='leave' to have gcm learn it"
             )
     # The true mechanisms need no fitting: record the parents gcm checks fits against.
     for name in graph.nodes:

@@ -25,7 +25,7 @@ The kernels sum PMF terms in another order than ``scipy.special`` computes the C
 they accept an answer only when ``u`` is clear of the CDF at the answer and below it by a margin
 far above the rounding of either computation (``ZERO_MARGIN``, and a slack that grows with the
 size of the log-PMF terms); closer calls go to the exact path. Every element therefore gets the
-answer the exact path gives; ``tests/test_count_kernels.py`` checks this on fixed grids that
+answer the exact path gives; ``tests/model/test_count_kernels.py`` checks this on fixed grids that
 include ``u`` within 1e-14 of 0 and 1, and checks both against scipy's ``ppf``.
 
 ``AVAILABLE`` is False when numba cannot be imported (a platform without wheels) or when the

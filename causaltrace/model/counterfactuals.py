@@ -4,11 +4,13 @@
 world without interventions is *given* (every node's values on the panel), and the noise that
 produced it is recovered from it:
 
-- a node whose mechanism has ``invert(parents, value, panel)`` gets that noise exactly (built in:
+- a node whose mechanism is an :class:`~causaltrace.model.node.InvertibleMechanism`
+  (``invert(parents, value, panel)``) gets that noise exactly (built in:
   :class:`~causaltrace.model.node.Linear`, additive, ``value - f(parents)``;
   :class:`~causaltrace.model.node.Exogenous`, the value itself; a domain may add multiplicative or any
   monotone map);
-- a count drawn by inverse CDF from a uniform (its mechanism has ``noise_interval(parents, value,
+- a count drawn by inverse CDF from a uniform (its mechanism is an
+  :class:`~causaltrace.model.node.IntervalInvertibleMechanism`: ``noise_interval(parents, value,
   panel) -> (lower, upper)``) only confines its uniform to ``(F(x - 1), F(x)]``, with ``F`` the
   CDF given the observed parents. **Rule:** where the counterfactual count is the same for every
   uniform in that interval (the observation pins it down: checked exactly at both ends, the
@@ -32,8 +34,18 @@ import numpy as np
 
 from causaltrace.errors import AbductionError, NotInvertibleError
 from causaltrace.model.interventions import Intervention
+from causaltrace.model.node import (
+    IntervalInvertibleMechanism,
+    InvertibleMechanism,
+    undeclared_inverse,
+)
 from causaltrace.model.noise import NoNoise
-from causaltrace.model.simulate import _describe, _evaluate, _intervened, propagate
+from causaltrace.model.simulate import (
+    describe_mechanism,
+    evaluate_node,
+    intervened_model,
+    propagate,
+)
 
 
 def counterfactual_from_observations(
@@ -57,7 +69,7 @@ def counterfactual_from_observations(
     base = _observed_world(scm, observed)
     interventions = tuple(interventions)
     if interventions:
-        intervened, affected = _intervened(scm, interventions)
+        intervened, affected = intervened_model(scm, interventions)
     else:
         intervened, affected = scm, frozenset()
     panel = scm.panel
@@ -163,17 +175,17 @@ def _abduct(node, base: Mapping[str, np.ndarray], panel) -> np.ndarray | tuple:
     parents = {p: base[p] for p in node.parents}
     mechanism = node.mechanism
     value = base[node.name]
-    if hasattr(mechanism, "invert"):
+    if isinstance(mechanism, InvertibleMechanism):
         try:
             noise = np.asarray(mechanism.invert(parents, value, panel), dtype=np.float64)
         except Exception as exc:
             raise AbductionError(
-                f"node {node.name!r}: {_describe(mechanism)}.invert raised "
+                f"node {node.name!r}: {describe_mechanism(mechanism)}.invert raised "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
         _check_reproduces(node, base, noise, panel)
         return noise
-    if hasattr(mechanism, "noise_interval"):
+    if isinstance(mechanism, IntervalInvertibleMechanism):
         lower, upper = (
             np.broadcast_to(np.asarray(b, dtype=np.float64), panel.shape)
             for b in mechanism.noise_interval(parents, value, panel)
@@ -188,10 +200,19 @@ def _abduct(node, base: Mapping[str, np.ndarray], panel) -> np.ndarray | tuple:
             )
         return lower, upper
     raise NotInvertibleError(
-        f"node {node.name!r}: its mechanism {_describe(mechanism)} has neither invert() nor "
-        "noise_interval(), so its exogenous noise cannot be recovered from the observations "
-        "(and a counterfactual of it is not determined)"
+        f"node {node.name!r}: its mechanism {describe_mechanism(mechanism)} is neither an "
+        "InvertibleMechanism nor an IntervalInvertibleMechanism, so its exogenous noise cannot "
+        "be recovered from the observations (and a counterfactual of it is not determined)"
+        + _undeclared_hint(mechanism)
     )
+
+
+def _undeclared_hint(mechanism) -> str:
+    method = undeclared_inverse(mechanism)
+    if method is None:
+        return ""
+    variant = "InvertibleMechanism" if method == "invert" else "IntervalInvertibleMechanism"
+    return f"; it defines {method}() but does not declare it: subclass {variant}"
 
 
 def _check_reproduces(node, base, noise: np.ndarray, panel) -> None:
@@ -202,12 +223,12 @@ def _check_reproduces(node, base, noise: np.ndarray, panel) -> None:
         raise AbductionError(
             f"node {node.name!r}: the abducted noise does not reproduce the observation in "
             f"{int(bad.sum())} cell-step(s) (first at cell {i[0]}, step {i[1]}); the mechanism "
-            f"{_describe(node.mechanism)} is not invertible there (clipped or saturated?)"
+            f"{describe_mechanism(node.mechanism)} is not invertible there (clipped or saturated?)"
         )
 
 
 def _reproduces(node, base, noise: np.ndarray, panel) -> np.ndarray:
-    value = _evaluate(node, base, _frozen(noise), panel, panel.shape)
+    value = evaluate_node(node, base, _frozen(noise), panel, panel.shape)
     observed = base[node.name]
     if observed.dtype.kind in "iu":
         return value == observed
@@ -230,8 +251,8 @@ def _pinned(name, node, new_node, base, values, lower, upper, panel) -> np.ndarr
     gives, or an error naming the cells where uniforms in the interval disagree."""
     shape = panel.shape
     low_end = np.minimum(np.nextafter(lower, np.inf), upper)
-    at_low = _evaluate(new_node, values, _frozen(low_end), panel, shape)
-    at_high = _evaluate(new_node, values, _frozen(upper), panel, shape)
+    at_low = evaluate_node(new_node, values, _frozen(low_end), panel, shape)
+    at_high = evaluate_node(new_node, values, _frozen(upper), panel, shape)
     open_ = at_low != at_high
     if open_.any():
         raise AbductionError(

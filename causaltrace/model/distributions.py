@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-from causaltrace.model import kernel_cache
+from causaltrace.model import count_kernels, kernel_cache
 
 # -- coupling memo ------------------------------------------------------------------------------
 # The factual and counterfactual worlds draw a node's counts from the same (read-only) uniform
@@ -235,8 +235,6 @@ def _kernels() -> Any:
     is not paid by the first episode either."""
     global _KERNELS
     if _KERNELS is False:
-        from causaltrace.model import count_kernels  # imports numba: not at import time
-
         if not count_kernels.AVAILABLE:
             _KERNELS = None
         elif (
@@ -257,7 +255,11 @@ def _kernels() -> Any:
 
 
 def use_kernels(kernels: ModuleType | None) -> None:
-    """Force the compiled kernels (a module) or the exact numpy path (None) from now on."""
+    """Force the compiled kernels (a module) or the exact numpy path (None) from now on.
+
+    Args:
+        kernels: The compiled kernels module, or ``None`` for the numpy path.
+    """
     global _KERNELS
     _KERNELS = kernels
 
@@ -275,7 +277,12 @@ def _select(a: np.ndarray, idx: np.ndarray | None) -> np.ndarray:
 
 
 def poisson_icdf(lam: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """Poisson quantile of ``u`` with mean ``lam`` (int64, broadcast shape)."""
+    """Poisson quantile of ``u`` with mean ``lam`` (int64, broadcast shape).
+
+    Args:
+        lam: The means (non-negative).
+        u: Uniforms in [0, 1).
+    """
     return _coupled("poisson", _poisson_icdf, u, lam)
 
 
@@ -312,7 +319,13 @@ def _flat(a: np.ndarray) -> np.ndarray:
 
 
 def binomial_icdf(n: np.ndarray, p: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """Binomial quantile of ``u`` with ``n`` trials and success probability ``p`` (int64)."""
+    """Binomial quantile of ``u`` with ``n`` trials and success probability ``p`` (int64).
+
+    Args:
+        n: The numbers of trials.
+        p: The success probabilities, in [0, 1].
+        u: Uniforms in [0, 1).
+    """
     return _coupled("binomial", _binomial_icdf, u, n, p)
 
 
@@ -387,7 +400,13 @@ def _binom_cdf(k: np.ndarray, n: np.ndarray, p: np.ndarray) -> np.ndarray:
 
 
 def negbinom_icdf(mean: np.ndarray, dispersion: float, u: np.ndarray) -> np.ndarray:
-    """Negative binomial quantile of ``u`` (mean ``mean``, shape ``dispersion``; int64)."""
+    """Negative binomial quantile of ``u`` (mean ``mean``, shape ``dispersion``; int64).
+
+    Args:
+        mean: The means (non-negative).
+        dispersion: The shape; the variance is ``mean + mean**2 / dispersion``.
+        u: Uniforms in [0, 1).
+    """
     r = float(dispersion)
     return _coupled(("negbinom", r), lambda m, uu: _negbinom_icdf(m, r, uu), u, mean)
 
@@ -448,7 +467,11 @@ def _negbinom_general(mean: np.ndarray, r: float, fp: np.ndarray, fu: np.ndarray
 
 
 def normal_icdf(u: np.ndarray) -> np.ndarray:
-    """Standard normal quantile of ``u`` (for latent Gaussian shocks driven by uniforms)."""
+    """Standard normal quantile of ``u`` (for latent Gaussian shocks driven by uniforms).
+
+    Args:
+        u: Uniforms in (0, 1).
+    """
     return special.ndtri(np.clip(u, 1e-15, 1 - 1e-15))
 
 
@@ -459,14 +482,27 @@ def normal_icdf(u: np.ndarray) -> np.ndarray:
 
 
 def count_interval(cdf: Callable[[np.ndarray], np.ndarray], x: np.ndarray) -> tuple:
-    """``(cdf(x - 1), cdf(x)]``: the uniforms an inverse-CDF draw maps to the count ``x``."""
+    """``(cdf(x - 1), cdf(x)]``: the uniforms an inverse-CDF draw maps to the count ``x``.
+
+    Args:
+        cdf: The count distribution's CDF, vectorized.
+        x: The counts.
+
+    Returns:
+        The lower and upper bounds of the uniforms, as arrays.
+    """
     x = np.asarray(x, dtype=np.float64)
     lower = np.where(x > 0, cdf(np.maximum(x - 1.0, 0.0)), 0.0)
     return lower, np.asarray(cdf(x), dtype=np.float64)
 
 
 def poisson_cdf(k: np.ndarray, lam: np.ndarray) -> np.ndarray:
-    """P(X <= k) for a Poisson of mean ``lam`` (k < 0 gives 0)."""
+    """P(X <= k) for a Poisson of mean ``lam`` (k < 0 gives 0).
+
+    Args:
+        k: The counts.
+        lam: The means.
+    """
     k, lam = np.broadcast_arrays(np.asarray(k, np.float64), np.asarray(lam, np.float64))
     with np.errstate(invalid="ignore"):
         out = special.pdtr(np.maximum(k, 0.0), np.maximum(lam, 0.0))
@@ -474,7 +510,13 @@ def poisson_cdf(k: np.ndarray, lam: np.ndarray) -> np.ndarray:
 
 
 def binomial_cdf(k: np.ndarray, n: np.ndarray, p: np.ndarray) -> np.ndarray:
-    """P(X <= k) for a binomial with ``n`` trials and success probability ``p``."""
+    """P(X <= k) for a binomial with ``n`` trials and success probability ``p``.
+
+    Args:
+        k: The counts.
+        n: The numbers of trials.
+        p: The success probabilities.
+    """
     k, n, p = np.broadcast_arrays(
         np.asarray(k, np.float64),
         np.maximum(np.asarray(n, np.float64), 0.0),
@@ -491,7 +533,13 @@ def binomial_cdf(k: np.ndarray, n: np.ndarray, p: np.ndarray) -> np.ndarray:
 
 
 def negbinom_cdf(k: np.ndarray, mean: np.ndarray, dispersion: float) -> np.ndarray:
-    """P(X <= k) for the negative binomial of :func:`negbinom_icdf`."""
+    """P(X <= k) for the negative binomial of :func:`negbinom_icdf`.
+
+    Args:
+        k: The counts.
+        mean: The means.
+        dispersion: The shape.
+    """
     k, mean = np.broadcast_arrays(
         np.asarray(k, np.float64), np.maximum(np.asarray(mean, np.float64), 1e-12)
     )

@@ -25,7 +25,14 @@ class Intervention:
     """Base class: a node, the cells it touches, and when. Subclasses define :meth:`target`.
 
     Interventions are values: two are equal when they are of one type with equal fields, array
-    fields (a per-cell factor or value) compared element by element."""
+    fields (a per-cell factor or value) compared element by element.
+
+    Args:
+        node: The node whose mechanism is wrapped.
+        where: The cells it touches; the whole panel by default.
+        window: When, and with which weight profile; by default a step at time 0 (always,
+            at full strength).
+    """
 
     node: str
     where: Slice = WHOLE_PANEL
@@ -53,6 +60,14 @@ class Intervention:
         noise: np.ndarray | None,
         panel: Panel,
     ) -> np.ndarray:
+        """What the node takes at full strength; the mechanism blends toward it by weight.
+
+        Args:
+            value: The node's value from the mechanism being wrapped.
+            parents: The node's parents' values (with ``Replace``'s extra parents).
+            noise: The node's exogenous noise, or ``None`` for a deterministic node.
+            panel: The panel.
+        """
         raise NotImplementedError
 
     def weight(self, panel: Panel) -> np.ndarray:
@@ -60,6 +75,9 @@ class Intervention:
 
         Cached per panel (read-only), because a mechanism is called once per world and per
         episode attempt with the same intervention.
+
+        Args:
+            panel: The panel to weigh.
         """
         cache = self.__dict__.setdefault("_weight_cache", {})
         key = id(panel)
@@ -71,7 +89,11 @@ class Intervention:
         return cache[key][1]
 
     def weight_summary(self, panel: Panel) -> tuple[np.ndarray, bool, bool]:
-        """(weight, whether it is 1 everywhere, whether it is positive anywhere)."""
+        """(weight, whether it is 1 everywhere, whether it is positive anywhere).
+
+        Args:
+            panel: The panel to weigh (see :meth:`weight`).
+        """
         self.weight(panel)
         _, w, full, touched = self.__dict__["_weight_cache"][id(panel)]
         return w, full, touched
@@ -83,7 +105,15 @@ class Intervention:
 
 @dataclass(frozen=True, eq=False)
 class Do(Intervention):
-    """Set the node to ``value`` (a scalar or an array broadcastable to the panel)."""
+    """Set the node to ``value`` (a scalar or an array broadcastable to the panel).
+
+    Args:
+        node: The node whose mechanism is wrapped.
+        where: The cells it touches; the whole panel by default.
+        window: When, and with which weight profile; by default a step at time 0 (always,
+            at full strength).
+        value: The value to set; 0.0 by default.
+    """
 
     value: float | np.ndarray = 0.0
 
@@ -93,7 +123,15 @@ class Do(Intervention):
 
 @dataclass(frozen=True, eq=False)
 class Shift(Intervention):
-    """Add ``delta`` to the node."""
+    """Add ``delta`` to the node.
+
+    Args:
+        node: The node whose mechanism is wrapped.
+        where: The cells it touches; the whole panel by default.
+        window: When, and with which weight profile; by default a step at time 0 (always,
+            at full strength).
+        delta: What to add at full weight; 0.0 by default.
+    """
 
     delta: float = 0.0
 
@@ -104,7 +142,15 @@ class Shift(Intervention):
 @dataclass(frozen=True, eq=False)
 class Scale(Intervention):
     """Multiply the node by ``factor``: a scalar, or an array broadcastable to the panel (a
-    per-cell factor, e.g. an effect whose size differs by segment as the mechanism says)."""
+    per-cell factor, e.g. an effect whose size differs by segment as the mechanism says).
+
+    Args:
+        node: The node whose mechanism is wrapped.
+        where: The cells it touches; the whole panel by default.
+        window: When, and with which weight profile; by default a step at time 0 (always,
+            at full strength).
+        factor: The multiplier at full weight; 1.0 by default.
+    """
 
     factor: float | np.ndarray = 1.0
 
@@ -114,7 +160,16 @@ class Scale(Intervention):
 
 @dataclass(frozen=True, eq=False)
 class Replace(Intervention):
-    """Swap in a new mechanism, which may read extra ``parents`` (added as graph edges)."""
+    """Swap in a new mechanism, which may read extra ``parents`` (added as graph edges).
+
+    Args:
+        node: The node whose mechanism is wrapped.
+        where: The cells it touches; the whole panel by default.
+        window: When, and with which weight profile; by default a step at time 0 (always,
+            at full strength).
+        mechanism: The new mechanism, called as ``mechanism(parents, noise, panel)``.
+        parents: Nodes it reads beyond the node's own parents; none by default.
+    """
 
     mechanism: Mechanism | None = None
     parents: tuple[str, ...] = ()

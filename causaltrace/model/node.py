@@ -9,18 +9,21 @@ returning an array of shape ``panel.shape == (n_cells, n_time)``. It sees the wh
 may work along time (lags, cumulative sums) and across cells (shares, budget reallocation through
 ``panel.group_sum``). Parent arrays are read-only: factual and counterfactual worlds share them.
 
-A mechanism whose noise can be recovered from an observation says how, for
-:mod:`causaltrace.model.counterfactuals`: ``invert(parents, value, panel) -> noise`` when the noise is a
+A mechanism whose noise can be recovered from an observation declares it, for
+:mod:`causaltrace.model.counterfactuals` and the DoWhy export, by subclassing a variant:
+:class:`InvertibleMechanism` (``invert(parents, value, panel) -> noise``) when the noise is a
 function of the value (additive, multiplicative, any monotone map), or
-``noise_interval(parents, value, panel) -> (lower, upper)`` for a count drawn by inverse CDF from
-a uniform, which the observed count confines to ``(lower, upper]``.
+:class:`IntervalInvertibleMechanism` (``noise_interval(parents, value, panel) -> (lower,
+upper)``) for a count drawn by inverse CDF from a uniform, which the observed count confines to
+``(lower, upper]``. Invertibility is declared, never guessed from a method's presence.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -28,7 +31,61 @@ from causaltrace.errors import GraphError
 from causaltrace.model.noise import NoiseSpec, NoNoise
 from causaltrace.model.panel import Panel
 
-Mechanism = Callable[[Mapping[str, np.ndarray], "np.ndarray | None", Panel], np.ndarray]
+
+@runtime_checkable
+class Mechanism(Protocol):
+    """A node's structural function: any callable ``(parents, noise, panel) -> array`` of the
+    panel's shape (a function, a lambda, or a frozen dataclass with ``__call__``)."""
+
+    def __call__(
+        self, parents: Mapping[str, np.ndarray], noise: np.ndarray | None, panel: Panel
+    ) -> np.ndarray: ...
+
+
+class InvertibleMechanism(ABC):
+    """A mechanism that declares its noise a function of its value: :meth:`invert` recovers the
+    noise that produced an observation (abduction, and DoWhy's invertible mechanisms)."""
+
+    @abstractmethod
+    def __call__(
+        self, parents: Mapping[str, np.ndarray], noise: np.ndarray | None, panel: Panel
+    ) -> np.ndarray: ...
+
+    @abstractmethod
+    def invert(
+        self, parents: Mapping[str, np.ndarray], value: np.ndarray, panel: Panel
+    ) -> np.ndarray:
+        """The noise that produced ``value`` given ``parents``."""
+
+
+class IntervalInvertibleMechanism(ABC):
+    """A mechanism that draws a count by inverse CDF from a uniform noise and declares it:
+    :meth:`noise_interval` gives the interval ``(lower, upper]`` of noises that produce an
+    observed count (its counterfactual is then drawn within it)."""
+
+    @abstractmethod
+    def __call__(
+        self, parents: Mapping[str, np.ndarray], noise: np.ndarray | None, panel: Panel
+    ) -> np.ndarray: ...
+
+    @abstractmethod
+    def noise_interval(
+        self, parents: Mapping[str, np.ndarray], value: np.ndarray, panel: Panel
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(lower, upper)``: the noises in ``(lower, upper]`` produce ``value``."""
+
+
+def undeclared_inverse(mechanism: Any) -> str | None:
+    """The name of an inverse method (``invert`` or ``noise_interval``) that ``mechanism``
+    defines without declaring the matching variant, if any (for error messages and
+    ``check_domain``: such a mechanism is treated as not invertible)."""
+    for method, variant in (
+        ("invert", InvertibleMechanism),
+        ("noise_interval", IntervalInvertibleMechanism),
+    ):
+        if callable(getattr(mechanism, method, None)) and not isinstance(mechanism, variant):
+            return method
+    return None
 
 
 @dataclass(frozen=True)
@@ -62,7 +119,7 @@ class Node:
 
 
 @dataclass(frozen=True)
-class Exogenous:
+class Exogenous(InvertibleMechanism):
     """The node's value is its noise (a root variable)."""
 
     def __call__(
@@ -91,7 +148,7 @@ class Constant:
 
 
 @dataclass(frozen=True)
-class Linear:
+class Linear(InvertibleMechanism):
     """``intercept + sum(weight * parent) + noise``: the additive-noise linear mechanism."""
 
     weights: tuple[tuple[str, float], ...] = ()

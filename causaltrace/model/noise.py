@@ -32,7 +32,11 @@ class NoNoise:
 
 @dataclass(frozen=True)
 class Normal:
-    """Gaussian noise with mean 0 and standard deviation ``scale``."""
+    """Gaussian noise with mean 0 and standard deviation ``scale``.
+
+    Args:
+        scale: The standard deviation; 1.0 by default.
+    """
 
     scale: float = 1.0
 
@@ -50,6 +54,9 @@ class Uniform:
     Uniforms are the noise of count variables: a mechanism turns them into counts by the inverse
     CDF (see :mod:`causaltrace.model.distributions`), so that the counterfactual world, which shares the
     uniforms, differs from the factual one only where the cause moved the count's parameters.
+
+    Args:
+        components: Independent uniforms per cell; 1 (no leading axis) by default.
     """
 
     components: int = 1
@@ -68,6 +75,9 @@ class NoiseStreams:
     node's name with BLAKE2b. One bit generator is re-keyed per node instead of building a new
     ``SeedSequence`` and ``Generator`` each time: at 10**3 units that construction costs more than
     the draw itself.
+
+    Args:
+        seed: The root seed (an int or a ``SeedSequence``).
     """
 
     def __init__(self, seed: int | np.random.SeedSequence):
@@ -87,6 +97,9 @@ class NoiseStreams:
         """The generator positioned at the start of ``name``'s stream.
 
         The returned object is shared: draw from it before asking for another node's stream.
+
+        Args:
+            name: The node's name.
         """
         hasher = self._hasher.copy()
         hasher.update(name.encode("utf-8"))

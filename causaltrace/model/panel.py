@@ -20,7 +20,17 @@ from causaltrace.errors import PanelError
 
 @dataclass(frozen=True)
 class Dimension:
-    """A named segment dimension with ordered levels, e.g. ``device: mobile, desktop``."""
+    """A named segment dimension with ordered levels, e.g. ``device: mobile, desktop``.
+
+    Args:
+        name: The dimension's name (a column of the visible tables); not ``"time"``, and
+            without ``&``, ``=``, commas or whitespace.
+        levels: Its levels, in order (the order gives the integer codes); non-empty, unique,
+            with the same character rules as ``name``.
+
+    Raises:
+        PanelError: A bad name, no levels, a bad or repeated level.
+    """
 
     name: str
     levels: tuple[str, ...]
@@ -38,7 +48,14 @@ class Dimension:
             seen.add(level)
 
     def code(self, level: str) -> int:
-        """Integer code of ``level``; raises naming the dimension and its levels."""
+        """Integer code of ``level``; raises naming the dimension and its levels.
+
+        Args:
+            level: One of :attr:`levels`.
+
+        Raises:
+            PanelError: ``level`` is not a level of this dimension.
+        """
         try:
             return self.levels.index(level)
         except ValueError:
@@ -62,6 +79,15 @@ class TimeAxis:
     """A regular time grid: ``periods`` steps of ``freq`` starting at ``start``.
 
     ``freq`` is a numpy timedelta unit such as ``"D"`` or ``"h"``; ``step`` multiplies it.
+
+    Args:
+        start: The first time stamp, as ``numpy.datetime64`` parses it (``"2024-01-01"``).
+        periods: The number of time steps (at least 1).
+        freq: The numpy timedelta unit of a step; ``"D"`` (days) by default.
+        step: How many ``freq`` units one step spans; 1 by default.
+
+    Raises:
+        PanelError: ``periods`` < 1, or ``start``/``freq``/``step`` that numpy rejects.
     """
 
     start: str
@@ -95,6 +121,15 @@ class Panel:
     """Segment cells (rows of level codes) crossed with a time axis.
 
     Build the full cross product with :meth:`cross`, or restrict it with :meth:`where`.
+
+    Args:
+        dimensions: The segment dimensions, with unique names (none named ``"time"``).
+        time: The time axis.
+        cells: Integer level codes, shape ``(n_cells, len(dimensions))``, one row per cell;
+            at least one row, every code within its dimension's levels.
+
+    Raises:
+        PanelError: Repeated dimensions, a bad ``cells`` shape, no cells, or codes out of range.
     """
 
     dimensions: tuple[Dimension, ...]
@@ -125,7 +160,12 @@ class Panel:
     # -- construction -------------------------------------------------------------------
     @classmethod
     def cross(cls, dimensions: Iterable[Dimension], time: TimeAxis) -> Panel:
-        """The full cross product of ``dimensions`` (C order: the last dimension varies fastest)."""
+        """The full cross product of ``dimensions`` (C order: the last dimension varies fastest).
+
+        Args:
+            dimensions: The segment dimensions; none gives a single cell.
+            time: The time axis.
+        """
         dims = tuple(dimensions)
         if dims:
             grids = np.meshgrid(*[np.arange(len(d.levels)) for d in dims], indexing="ij")
@@ -139,6 +179,16 @@ class Panel:
 
         ``keep`` receives a mapping from dimension name to an array of level *names*, one per
         cell, and returns a boolean array: e.g. drop browsers that do not exist on a device.
+
+        Args:
+            keep: The predicate: dimension name -> level names per cell, to a boolean array of
+                shape ``(n_cells,)``.
+
+        Returns:
+            A new panel with the kept cells, in their order.
+
+        Raises:
+            PanelError: ``keep`` returned an array of the wrong shape.
         """
         labels = {
             d.name: np.asarray(d.levels, dtype=object)[self.cells[:, j]]
@@ -175,7 +225,14 @@ class Panel:
         return tuple(d.name for d in self.dimensions)
 
     def dimension(self, name: str) -> Dimension:
-        """The dimension called ``name``; raises naming the known ones."""
+        """The dimension called ``name``; raises naming the known ones.
+
+        Args:
+            name: The dimension's name.
+
+        Raises:
+            PanelError: No dimension has that name.
+        """
         for dim in self.dimensions:
             if dim.name == name:
                 return dim
@@ -184,11 +241,19 @@ class Panel:
         )
 
     def codes(self, name: str) -> np.ndarray:
-        """Level code of dimension ``name`` for every cell, shape ``(n_cells,)``."""
+        """Level code of dimension ``name`` for every cell, shape ``(n_cells,)``.
+
+        Args:
+            name: The dimension's name.
+        """
         return self.cells[:, self._index(name)]
 
     def labels(self, name: str) -> np.ndarray:
-        """Level name of dimension ``name`` for every cell (object array)."""
+        """Level name of dimension ``name`` for every cell (object array).
+
+        Args:
+            name: The dimension's name.
+        """
         return np.asarray(self.dimension(name).levels, dtype=object)[self.codes(name)]
 
     def _index(self, name: str) -> int:
@@ -204,6 +269,12 @@ class Panel:
 
         ``dims=()`` puts every cell in one group. Groups are numbered in the order of the
         mixed-radix code of their levels, so the numbering does not depend on cell order.
+
+        Args:
+            dims: The dimensions whose level combinations define the groups.
+
+        Returns:
+            The group id of each cell (shape ``(n_cells,)``) and the number of groups.
         """
         index, n_groups, _, _ = self._grouping(tuple(dims))
         return index, n_groups
@@ -225,30 +296,50 @@ class Panel:
         """Sum ``values`` (shape ``(n_cells, ...)``) over the cells of each group of ``dims``.
 
         Returns shape ``(n_groups, ...)``; a sort-and-``reduceat``, so it costs one pass.
+
+        Args:
+            values: An array whose first axis is the cells.
+            dims: The grouping dimensions (see :meth:`group_index`).
         """
         _, _, order, starts = self._grouping(tuple(dims))
         return np.add.reduceat(np.asarray(values)[order], starts, axis=0)
 
     def group_mean(self, values: np.ndarray, dims: Sequence[str]) -> np.ndarray:
-        """Mean of ``values`` over the cells of each group of ``dims``, shape ``(n_groups, ...)``."""
+        """Mean of ``values`` over the cells of each group of ``dims``, shape ``(n_groups, ...)``.
+
+        Args:
+            values: An array whose first axis is the cells.
+            dims: The grouping dimensions (see :meth:`group_index`).
+        """
         index, n_groups = self.group_index(tuple(dims))
         counts = np.bincount(index, minlength=n_groups).astype(np.float64)
         sums = self.group_sum(values, dims)
         return sums / counts.reshape(-1, *([1] * (sums.ndim - 1)))
 
     def group_broadcast(self, group_values: np.ndarray, dims: Sequence[str]) -> np.ndarray:
-        """Inverse of :meth:`group_sum`'s grouping: give every cell its group's value."""
+        """Inverse of :meth:`group_sum`'s grouping: give every cell its group's value.
+
+        Args:
+            group_values: An array whose first axis is the groups of ``dims``.
+            dims: The grouping dimensions (see :meth:`group_index`).
+        """
         index, _ = self.group_index(tuple(dims))
         return np.asarray(group_values)[index]
 
     def group_share(self, values: np.ndarray, dims: Sequence[str]) -> np.ndarray:
-        """Each cell's share of its group's total (0 where the group total is 0)."""
+        """Each cell's share of its group's total (0 where the group total is 0).
+
+        Args:
+            values: An array whose first axis is the cells.
+            dims: The grouping dimensions (see :meth:`group_index`).
+        """
         totals = self.group_broadcast(self.group_sum(values, dims), dims)
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(totals > 0, values / np.where(totals > 0, totals, 1), 0.0)
 
     def frame(self):
         """The cells as a pandas DataFrame of level names (imports pandas lazily)."""
+        # lazy: pandas takes ~0.5 s to import; the rest of this module does not need it
         import pandas as pd
 
         return pd.DataFrame(

@@ -23,7 +23,14 @@ class Step:
 
 @dataclass(frozen=True)
 class Ramp:
-    """Linear ramp reaching full effect after ``steps`` steps (a gradual roll-out)."""
+    """Linear ramp reaching full effect after ``steps`` steps (a gradual roll-out).
+
+    Args:
+        steps: Steps to full effect (at least 1); 3 by default.
+
+    Raises:
+        InterventionError: ``steps`` < 1.
+    """
 
     steps: int = 3
 
@@ -37,7 +44,14 @@ class Ramp:
 
 @dataclass(frozen=True)
 class Pulse:
-    """Full effect for ``length`` steps, then none (an outage that was fixed)."""
+    """Full effect for ``length`` steps, then none (an outage that was fixed).
+
+    Args:
+        length: Steps at full effect (at least 1); 1 by default.
+
+    Raises:
+        InterventionError: ``length`` < 1.
+    """
 
     length: int = 1
 
@@ -51,7 +65,14 @@ class Pulse:
 
 @dataclass(frozen=True)
 class Decay:
-    """Full effect at onset, decaying exponentially with the given half-life in steps."""
+    """Full effect at onset, decaying exponentially with the given half-life in steps.
+
+    Args:
+        half_life: Steps for the weight to halve (positive); 3.0 by default.
+
+    Raises:
+        InterventionError: ``half_life`` <= 0.
+    """
 
     half_life: float = 3.0
 
@@ -76,7 +97,16 @@ def profile_name(profile: Profile) -> str:
 class Window:
     """When an intervention acts: from step ``onset`` up to (excluding) ``end``, shaped by
     ``profile``. ``onset`` and ``end`` are indices into the panel's time axis; ``end=None`` runs
-    to the end of the panel."""
+    to the end of the panel.
+
+    Args:
+        onset: The first time step (index) the intervention acts on; 0 by default.
+        end: The first time step it no longer acts on; ``None`` (default) runs to the end.
+        profile: The weight after onset; :class:`Step` (full effect) by default.
+
+    Raises:
+        InterventionError: A negative ``onset``, or ``end`` not after ``onset``.
+    """
 
     onset: int = 0
     end: int | None = None
@@ -89,7 +119,11 @@ class Window:
             raise InterventionError(f"window end {self.end} must be after onset {self.onset}")
 
     def weights(self, n_time: int) -> np.ndarray:
-        """Weight per time step, shape ``(n_time,)``."""
+        """Weight per time step, shape ``(n_time,)``.
+
+        Args:
+            n_time: The number of time steps of the panel.
+        """
         t = np.arange(n_time, dtype=np.float64)
         since = t - self.onset
         w = np.where(since >= 0, self.profile.weights(np.maximum(since, 0.0)), 0.0)

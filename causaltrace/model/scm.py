@@ -19,7 +19,10 @@ from causaltrace.errors import CycleError, GraphError, InterventionError
 from causaltrace.model.intervention_points import InterventionDraw, InterventionPoint
 from causaltrace.model.interventions import Do, Intervention, Replace, intervene_node
 from causaltrace.model.node import Constant, Exogenous, Linear, Node
+from causaltrace.model.noise import NoiseStreams, NoNoise
 from causaltrace.model.panel import Panel
+from causaltrace.model.simulate import sample, simulate
+from causaltrace.plotting import draw_graph
 
 if TYPE_CHECKING:  # pragma: no cover
     from causaltrace.model.simulate import World, Worlds
@@ -42,7 +45,22 @@ class Independence:
 
 
 class SCM:
-    """A structural causal model: nodes over a panel, with optional intervention points."""
+    """A structural causal model: nodes over a panel, with optional intervention points.
+
+    Args:
+        nodes: The model's nodes, in any order; names must be unique and every parent must be
+            one of them (the graph must be acyclic).
+        panel: The panel (segments x time) every node's array is shaped by.
+        intervention_points: The root causes an episode can draw from; none by default.
+        name: A name used in error messages and reprs; ``"scm"`` by default.
+        validate_mechanisms: Sample once with ``seed=0`` on construction so that a mechanism
+            returning a bad array fails here, naming its node; on by default.
+
+    Raises:
+        GraphError: A duplicate or unknown node name, a cycle, or a duplicate intervention
+            point.
+        MechanismError: With ``validate_mechanisms``, a mechanism returned an invalid array.
+    """
 
     def __init__(
         self,
@@ -82,8 +100,6 @@ class SCM:
         self.intervention_points: Mapping[str, InterventionPoint] = points
         self._applied: tuple[Intervention, ...] = ()  # set by intervene()
         if validate_mechanisms:
-            from causaltrace.model.simulate import sample
-
             sample(self, seed=0)  # raises MechanismError naming the node on a bad output
 
     # -- graph views -----------------------------------------------------------------------
@@ -115,6 +131,13 @@ class SCM:
         is detectably parent-free: ``Exogenous``, ``Constant``, a ``Linear`` without weights, and
         no extra parents), because only then does the node not depend on its parents anywhere
         in the panel. A later soft ``Replace`` on the node restores the edges.
+
+        Args:
+            mutilated: ``"whole-panel"`` (default) for the mutilated graph, ``"none"`` for the
+                graph as declared.
+
+        Returns:
+            A new ``networkx.DiGraph`` with node attribute ``observed``.
         """
         g = self._view(mutilated).copy()
         nx.set_node_attributes(g, {n: self.nodes[n].observed for n in self.order}, "observed")
@@ -149,20 +172,51 @@ class SCM:
             raise GraphError(f"SCM {self.name!r} has no node {name!r}")
 
     def parents(self, name: str, *, mutilated: GraphMode = "whole-panel") -> tuple[str, ...]:
-        """Parents in the chosen view, in declaration order."""
+        """Parents in the chosen view, in declaration order.
+
+        Args:
+            name: The node.
+            mutilated: Which graph to read: ``"whole-panel"`` (default) removes the incoming
+                edges of nodes under a hard, whole-panel, whole-window intervention;
+                ``"none"`` reads the graph as declared.
+        """
         self._require(name)
         preds = set(self._view(mutilated).predecessors(name))
         return tuple(p for p in self.nodes[name].parents if p in preds)
 
     def children(self, name: str, *, mutilated: GraphMode = "whole-panel") -> set[str]:
+        """Children of a node in the chosen view.
+
+        Args:
+            name: The node.
+            mutilated: Which graph to read: ``"whole-panel"`` (default) removes the incoming
+                edges of nodes under a hard, whole-panel, whole-window intervention;
+                ``"none"`` reads the graph as declared.
+        """
         self._require(name)
         return set(self._view(mutilated).successors(name))
 
     def ancestors(self, name: str, *, mutilated: GraphMode = "whole-panel") -> set[str]:
+        """Ancestors of a node in the chosen view (the node itself excluded).
+
+        Args:
+            name: The node.
+            mutilated: Which graph to read: ``"whole-panel"`` (default) removes the incoming
+                edges of nodes under a hard, whole-panel, whole-window intervention;
+                ``"none"`` reads the graph as declared.
+        """
         self._require(name)
         return nx.ancestors(self._view(mutilated), name)
 
     def descendants(self, name: str, *, mutilated: GraphMode = "whole-panel") -> set[str]:
+        """Descendants of a node in the chosen view (the node itself excluded).
+
+        Args:
+            name: The node.
+            mutilated: Which graph to read: ``"whole-panel"`` (default) removes the incoming
+                edges of nodes under a hard, whole-panel, whole-window intervention;
+                ``"none"`` reads the graph as declared.
+        """
         self._require(name)
         return nx.descendants(self._view(mutilated), name)
 
@@ -189,6 +243,17 @@ class SCM:
         ``mutilated="none"`` for the declared graph. d-separation implies independence per unit
         (cell x time step); pooled over units it does not, when mechanisms vary with the panel
         coordinates: query :meth:`graph_with_panel` for tests on pooled data.
+
+        Args:
+            x: A node or a set of nodes.
+            y: A node or a set of nodes; overlapping ``x`` answers ``False``.
+            given: The conditioning node(s); empty by default. Must not overlap ``x`` or ``y``.
+            mutilated: Which graph to read: ``"whole-panel"`` (default) removes the incoming
+                edges of nodes under a hard, whole-panel, whole-window intervention;
+                ``"none"`` reads the graph as declared.
+
+        Raises:
+            GraphError: An unknown node, or ``given`` overlaps the queried nodes.
         """
         xs, ys, zs = (_as_set(v) for v in (x, y, given))
         for n in xs | ys | zs:
@@ -213,6 +278,16 @@ class SCM:
         a common cause the plain graph does not show. ``with_panel=True`` reads the graph of
         :meth:`graph_with_panel` instead, whose independences (conditioning on the coordinates
         it makes parents) are the ones to test on pooled data.
+
+        Args:
+            mutilated: Which graph to read: ``"whole-panel"`` (default) removes the incoming
+                edges of nodes under a hard, whole-panel, whole-window intervention;
+                ``"none"`` reads the graph as declared.
+            with_panel: Read :meth:`graph_with_panel` (coordinates as parents) instead of the
+                plain graph; off by default.
+
+        Returns:
+            One :class:`Independence` per node that has a non-descendant other than its parents.
         """
         g = self.graph_with_panel(mutilated=mutilated) if with_panel else self._view(mutilated)
         return _local_markov(g)
@@ -222,7 +297,13 @@ class SCM:
 
         The view is :meth:`graph_view`'s: mutilated only by hard, whole-panel, whole-window
         interventions; a sliced, windowed or soft intervention keeps the node's edges.
+
+        Args:
+            mutilated: Which graph to read: ``"whole-panel"`` (default) removes the incoming
+                edges of nodes under a hard, whole-panel, whole-window intervention;
+                ``"none"`` reads the graph as declared.
         """
+        # lazy: pgmpy takes ~1.7 s to import; only this export needs it
         from pgmpy.base import DAG
 
         dag = DAG(ebunch=list(self._view(mutilated).edges()))
@@ -261,6 +342,11 @@ class SCM:
         units, so this graph's d-separations hold for pooled data, provided mechanisms act unit
         by unit (lags along time or aggregates across cells couple units, and no graph over one
         unit's variables can describe that).
+
+        Args:
+            mutilated: Which graph to read: ``"whole-panel"`` (default) removes the incoming
+                edges of nodes under a hard, whole-panel, whole-window intervention;
+                ``"none"`` reads the graph as declared.
         """
         g = self.graph_view(mutilated)
         coords = self.panel_coordinates
@@ -275,14 +361,34 @@ class SCM:
         return g
 
     def draw(self, path: str, *, title: str | None = None, highlight: Iterable[str] = ()) -> str:
-        """Save a picture of the graph as PNG (layered by topological generation)."""
-        from causaltrace.plotting import draw_graph
+        """Save a picture of the graph as PNG (layered by topological generation).
+
+        Args:
+            path: Where to write the PNG.
+            title: The picture's title; the SCM's name by default.
+            highlight: Nodes to draw highlighted; none by default.
+
+        Returns:
+            The path written.
+        """
 
         return draw_graph(self, path, title=title or self.name, highlight=set(highlight))
 
     # -- interventions ----------------------------------------------------------------------
     def intervene(self, *interventions: Intervention | Sequence[Intervention]) -> SCM:
-        """A new SCM in which each intervention wraps its node's mechanism, in order."""
+        """A new SCM in which each intervention wraps its node's mechanism, in order.
+
+        Args:
+            *interventions: Interventions, or sequences of them (flattened), applied in order;
+                this SCM is left unchanged.
+
+        Returns:
+            The intervened SCM; its :attr:`interventions` lists everything applied so far.
+
+        Raises:
+            InterventionError: An intervention targets an unknown node, its slice does not fit
+                the panel, or its onset is past the panel's last time step.
+        """
         flat = _flatten(interventions)
         nodes = dict(self.nodes)
         for iv in flat:
@@ -311,6 +417,14 @@ class SCM:
         return out
 
     def point(self, name: str) -> InterventionPoint:
+        """The intervention point called ``name``.
+
+        Args:
+            name: The intervention point's name.
+
+        Raises:
+            InterventionError: The SCM has no such intervention point.
+        """
         try:
             return self.intervention_points[name]
         except KeyError:
@@ -320,12 +434,20 @@ class SCM:
             ) from None
 
     def interventions_for(self, draw: InterventionDraw) -> tuple[Intervention, ...]:
+        """The interventions a drawn root cause stands for (see :meth:`InterventionPoint.interventions`).
+
+        Args:
+            draw: A draw of one of this SCM's intervention points.
+        """
         return self.point(draw.point).interventions(draw)
 
     # -- simulation -------------------------------------------------------------------------
     def sample(self, seed: int | np.random.SeedSequence) -> World:
-        """The observational world for ``seed``."""
-        from causaltrace.model.simulate import sample
+        """The observational world for ``seed``.
+
+        Args:
+            seed: The root seed of every node's noise stream.
+        """
 
         return sample(self, seed)
 
@@ -336,8 +458,16 @@ class SCM:
         seed: int | np.random.SeedSequence,
         counterfactual: bool = True,
     ) -> Worlds:
-        """Factual world under ``interventions`` and its counterfactual without them."""
-        from causaltrace.model.simulate import simulate
+        """Factual world under ``interventions`` and its counterfactual without them.
+
+        Args:
+            interventions: The interventions of the factual world; none by default.
+            seed: The root seed of every node's noise stream (shared by both worlds).
+            counterfactual: Also compute the world without interventions; on by default.
+
+        Returns:
+            Both worlds (see :func:`causaltrace.model.simulate.simulate`).
+        """
 
         return simulate(self, interventions, seed=seed, counterfactual=counterfactual)
 
@@ -413,8 +543,6 @@ def _hard_cuts(applied: Sequence[Intervention], panel: Panel) -> dict[str, froze
 
 
 def _probe_coordinates(scm: SCM) -> dict[str, tuple[str, ...]]:
-    from causaltrace.model.noise import NoiseStreams, NoNoise
-    from causaltrace.model.simulate import sample
 
     world = sample(scm, seed=0)
     streams = NoiseStreams(0)

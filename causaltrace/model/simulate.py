@@ -50,7 +50,14 @@ class Worlds:
     affected: frozenset[str]
 
     def effect(self, name: str) -> np.ndarray:
-        """Factual minus counterfactual for node ``name`` (zero outside the cause's reach)."""
+        """Factual minus counterfactual for node ``name`` (zero outside the cause's reach).
+
+        Args:
+            name: The node.
+
+        Raises:
+            NoCounterfactualError: The worlds were simulated with ``counterfactual=False``.
+        """
         if self.counterfactual is None:
             raise NoCounterfactualError(
                 f"Worlds.effect({name!r}): these worlds were simulated with counterfactual=False, "
@@ -60,7 +67,15 @@ class Worlds:
 
 
 def sample(scm, seed: int | np.random.SeedSequence) -> World:
-    """The observational world of ``scm`` for ``seed``."""
+    """The observational world of ``scm`` for ``seed``.
+
+    Args:
+        scm (SCM): The model to sample.
+        seed: The root seed of every node's noise stream (an int or a ``SeedSequence``).
+
+    Returns:
+        Every node's array, with no intervention applied.
+    """
     streams = NoiseStreams(seed)
     panel = scm.panel
     shape = panel.shape  # a property: computed once, not per node
@@ -73,7 +88,7 @@ def sample(scm, seed: int | np.random.SeedSequence) -> World:
         # NoNoise ignores its generator, and every stream is re-keyed from scratch: skipping the
         # re-keying for deterministic nodes draws exactly the same numbers.
         noise = None if type(spec) is NoNoise else spec.draw(generator(name), shape)
-        values[name] = _evaluate(node, values, noise, panel, shape)
+        values[name] = evaluate_node(node, values, noise, panel, shape)
     return World(values, panel)
 
 
@@ -89,11 +104,25 @@ def simulate(
     ``counterfactual=False`` skips the counterfactual world (``Worlds.counterfactual`` is
     ``None``): the factual world is the same bytes, at about half the cost when only what an
     agent sees is needed (opening a lazily stored episode).
+
+    Args:
+        scm (SCM): The model to simulate.
+        interventions: The interventions of the factual world, applied in order; none by
+            default (then both worlds are the observational one).
+        seed: The root seed of every node's noise stream, shared by both worlds.
+        counterfactual: Also compute the world without interventions; on by default.
+
+    Returns:
+        The factual and counterfactual worlds, the interventions and the affected nodes.
+
+    Raises:
+        InterventionError: An intervention does not fit the SCM or its panel.
+        MechanismError: A mechanism returned an invalid array.
     """
     want_counterfactual = counterfactual
     interventions = tuple(interventions)
     if interventions:
-        intervened, affected = _intervened(scm, interventions)
+        intervened, affected = intervened_model(scm, interventions)
     else:
         intervened, affected = scm, frozenset()
     streams = NoiseStreams(seed)
@@ -155,12 +184,14 @@ def propagate(
         node = nodes[name]
         noise = noise_of(name, node, intervened)
         if name in affected:
-            intervened[name] = _evaluate(new_nodes[name], intervened, noise, panel, shape)
+            intervened[name] = evaluate_node(new_nodes[name], intervened, noise, panel, shape)
             without[name] = (
-                base[name] if base is not None else _evaluate(node, without, noise, panel, shape)
+                base[name]
+                if base is not None
+                else evaluate_node(node, without, noise, panel, shape)
             )
         else:
-            value = _evaluate(node, intervened, noise, panel, shape)
+            value = evaluate_node(node, intervened, noise, panel, shape)
             intervened[name] = without[name] = value
     return intervened, without
 
@@ -174,7 +205,10 @@ _INTERVENED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _INTERVENED_PER_SCM = 8
 
 
-def _intervened(scm, interventions: tuple[Intervention, ...]):
+def intervened_model(scm, interventions: tuple[Intervention, ...]):
+    """The SCM with ``interventions`` applied, and the nodes they can change (their targets and
+    the targets' descendants): cached per SCM by the interventions' identity, because a
+    generation run simulates the same interventions on many noise draws."""
     key = tuple(map(id, interventions))
     try:
         cache = _INTERVENED.setdefault(scm, {})
@@ -197,13 +231,16 @@ def _intervened(scm, interventions: tuple[Intervention, ...]):
     return intervened, affected
 
 
-def _evaluate(
+def evaluate_node(
     node,
     values: Mapping[str, np.ndarray],
     noise: np.ndarray | None,
     panel: Panel,
     shape: tuple[int, int],
 ) -> np.ndarray:
+    """One node's mechanism on its parents' values and noise, checked: a raised exception, or an
+    output of the wrong type, shape or dtype, is a :class:`MechanismError` naming the node. The
+    output is made read-only (the two worlds share arrays)."""
     parents = {p: values[p] for p in node.parents}
     try:
         out = node.mechanism(parents, noise, panel)
@@ -211,7 +248,7 @@ def _evaluate(
         raise
     except Exception as exc:
         raise MechanismError(
-            f"node {node.name!r}: mechanism {_describe(node.mechanism)} raised "
+            f"node {node.name!r}: mechanism {describe_mechanism(node.mechanism)} raised "
             f"{type(exc).__name__}: {exc}"
         ) from exc
     if not isinstance(out, np.ndarray):
@@ -233,5 +270,6 @@ def _evaluate(
     return out
 
 
-def _describe(mechanism) -> str:
+def describe_mechanism(mechanism) -> str:
+    """A mechanism's name for messages (its qualified name, or its class's)."""
     return getattr(mechanism, "__qualname__", None) or type(mechanism).__name__

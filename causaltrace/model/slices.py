@@ -25,6 +25,13 @@ class Slice:
     """A conjunction of ``dim=level`` conditions, stored as a sorted tuple of pairs.
 
     Build one with :func:`parse_slice` (validates against a panel) or :meth:`of`.
+
+    Args:
+        conditions: ``(dimension, level)`` pairs, in any order (stored sorted); empty (the
+            default) is the whole panel.
+
+    Raises:
+        SliceError: A dimension appears more than once.
     """
 
     conditions: tuple[tuple[str, str], ...] = ()
@@ -39,7 +46,12 @@ class Slice:
 
     @classmethod
     def of(cls, mapping: Mapping[str, str] | None = None, **levels: str) -> Slice:
-        """``Slice.of(device="mobile")`` or ``Slice.of({"device": "mobile"})``."""
+        """``Slice.of(device="mobile")`` or ``Slice.of({"device": "mobile"})``.
+
+        Args:
+            mapping: Dimension name -> level; none by default.
+            **levels: More ``dimension=level`` conditions (override ``mapping``'s).
+        """
         items = dict(mapping or {})
         items.update(levels)
         return cls(tuple(items.items()))
@@ -68,7 +80,17 @@ class Slice:
         return self.canonical()
 
     def validate(self, panel: Panel) -> Slice:
-        """Raise :class:`SliceError` naming any unknown dimension or level."""
+        """Raise :class:`SliceError` naming any unknown dimension or level.
+
+        Args:
+            panel: The panel whose dimensions and levels the conditions must name.
+
+        Returns:
+            This slice, for chaining.
+
+        Raises:
+            SliceError: An unknown dimension or level.
+        """
         for dim_name, level in self.conditions:
             try:
                 panel.dimension(dim_name).code(level)
@@ -79,7 +101,11 @@ class Slice:
         return self
 
     def mask(self, panel: Panel) -> np.ndarray:
-        """Boolean array over the panel's cells, true where every condition holds."""
+        """Boolean array over the panel's cells, true where every condition holds.
+
+        Args:
+            panel: The panel whose cells to test.
+        """
         mask = np.ones(panel.n_cells, dtype=bool)
         for dim_name, level in self.conditions:
             code = panel.dimension(dim_name).code(level)
@@ -87,7 +113,11 @@ class Slice:
         return mask
 
     def contains(self, other: Slice) -> bool:
-        """True if every cell of ``other`` is in this slice (this one is coarser or equal)."""
+        """True if every cell of ``other`` is in this slice (this one is coarser or equal).
+
+        Args:
+            other: The slice to test.
+        """
         return set(self.conditions) <= set(other.conditions)
 
     def parents(self) -> list[Slice]:
@@ -104,6 +134,18 @@ def parse_slice(text: str | Mapping[str, str] | Slice | None, panel: Panel | Non
     ``None``, ``""`` and ``"*"`` mean the whole panel. With a panel, unknown dimensions and
     levels are rejected by name. Whitespace around names is tolerated; anything else malformed
     (a condition without ``=``, an empty name, a repeated dimension) raises :class:`SliceError`.
+
+    Args:
+        text: The slice: canonical text, a mapping dimension -> level, a :class:`Slice`
+            (returned as is, validated if ``panel`` is given), or ``None`` (the whole panel).
+        panel: Validate dimensions and levels against this panel; not validated by default.
+
+    Returns:
+        The slice, with its conditions sorted.
+
+    Raises:
+        SliceError: Malformed text, a repeated dimension, an unsupported type, or (with
+            ``panel``) an unknown dimension or level.
     """
     if isinstance(text, Slice):
         sl = text
@@ -138,7 +180,15 @@ def _parse_conditions(text: str) -> Iterable[tuple[str, str]]:
 
 
 def enumerate_slices(panel: Panel, dims: Iterable[str]) -> list[Slice]:
-    """Every slice on exactly ``dims`` that contains at least one cell of the panel."""
+    """Every slice on exactly ``dims`` that contains at least one cell of the panel.
+
+    Args:
+        panel: The panel whose cells to enumerate.
+        dims: The dimensions each slice conditions on; none gives ``[WHOLE_PANEL]``.
+
+    Returns:
+        The slices, in the order of their level codes.
+    """
     dims = tuple(dims)
     if not dims:
         return [WHOLE_PANEL]

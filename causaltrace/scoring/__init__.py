@@ -1,6 +1,6 @@
-"""Scoring: the answer schema, a strict parser, pluggable rewards, metrics and trainer adapters.
+"""Scoring: the answer schema, a strict parser, pluggable rewards and metrics.
 
-- :mod:`~causaltrace.scoring.answers`: :class:`Answer` and :class:`AnswerSpace` (what is a valid
+- :mod:`~causaltrace.episodes.answers`: :class:`Answer` and :class:`AnswerSpace` (what is a valid
   answer in a domain; JSON-serializable so reward workers rebuild it without the SCM).
 - :mod:`~causaltrace.scoring.parsing`: :func:`parse_answer` finds the agent's final answer in
   messages, decoded transcripts or objects; strict about content, never raises.
@@ -9,13 +9,15 @@
 - :mod:`~causaltrace.scoring.metrics`: FullAttr@1, accuracies, AC@k with bootstrap intervals,
   confusion matrices.
 - :mod:`~causaltrace.scoring.hacks`: degenerate answers and the reward floor they stay under.
-- :mod:`~causaltrace.scoring.adapters`: verl, TRL and Hugging Face ``datasets``.
+
+The trainers' side (ground truth and reward functions for TRL and verl, RL rows for Hugging
+Face ``datasets``) is :mod:`causaltrace.training`.
 
 Importing this package imports numpy only; pandas, pyarrow, matplotlib and ``datasets`` are
 imported by the functions that need them.
 """
 
-from causaltrace.scoring.answers import (
+from causaltrace.episodes.answers import (
     NO_SIGNAL_GROUP,
     Answer,
     AnswerFormatError,

@@ -28,12 +28,14 @@ alone and all together (:func:`degenerate_floor`).
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from causaltrace.episodes.answers import Answer, AnswerSpace, Candidate
+from causaltrace.episodes.domain import load_domain
 from causaltrace.episodes.labels import OracleLabel
-from causaltrace.scoring.answers import Answer, AnswerSpace, Candidate
 from causaltrace.scoring.parsing import ParsedAnswer
 from causaltrace.scoring.rewards import CompositeReward
 
@@ -326,9 +328,6 @@ def floor_table(rows: Iterable[Mapping[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    from causaltrace.episodes.domain import load_domain
 
     parser = argparse.ArgumentParser(description="Score degenerate answers against fixed labels.")
     parser.add_argument("--domain", default="example")

@@ -29,10 +29,11 @@ from typing import Any
 
 import numpy as np
 
+from causaltrace.episodes.answers import NO_SIGNAL_GROUP
 from causaltrace.episodes.labels import OracleLabel
-from causaltrace.scoring.answers import NO_SIGNAL_GROUP
+from causaltrace.plotting import pyplot
 from causaltrace.scoring.parsing import ParsedAnswer
-from causaltrace.scoring.rewards import RewardResult
+from causaltrace.scoring.rewards import CompositeReward, RewardResult
 
 NO_ANSWER = "(no answer)"
 
@@ -148,6 +149,7 @@ class MetricsReport:
 
     def to_frame(self):
         """A tidy DataFrame: scope, key, metric, value, ci_low, ci_high, n."""
+        # lazy: pandas takes ~0.5 s to import; the rest of this module does not need it
         import pandas as pd
 
         rows = []
@@ -208,7 +210,18 @@ def episode_values(
     no_signal_group: str = NO_SIGNAL_GROUP,
     with_reward: bool | None = None,
 ) -> tuple[list[str], np.ndarray]:
-    """Per-episode metric values, shape ``(n_episodes, n_metrics)``; NaN where not applicable."""
+    """Per-episode metric values, shape ``(n_episodes, n_metrics)``; NaN where not applicable.
+
+    Args:
+        outcomes: The scored episodes.
+        ks: The ``k`` of the AC@k and Avg@k columns; 1, 3 and 5 by default.
+        no_signal_group: The group whose episodes count for ``no_signal_accuracy``;
+            :data:`NO_SIGNAL_GROUP` by default.
+        with_reward: Add a ``mean_reward`` column; by default when some outcome has a reward.
+
+    Returns:
+        The metric names and the values, one row per outcome.
+    """
     if with_reward is None:
         with_reward = any(o.reward is not None for o in outcomes)
     names = metric_names(ks, with_reward)
@@ -252,6 +265,13 @@ def bootstrap_means(
     replacement (as multiplicity counts, so a replicate is a matrix product); a column's
     replicate mean is over its non-NaN resampled entries. Returns ``(mean, low, high, n_valid)``
     per column. Vectorized in blocks of at most ``max_block`` counts.
+
+    Args:
+        values: The values, one row per episode; NaN where a metric does not apply.
+        n_boot: The number of bootstrap replicates; 1000 by default (0: no intervals).
+        confidence: The interval's coverage; 0.95 by default.
+        rng: A generator, or the seed of one; seed 0 by default.
+        max_block: The most resampling counts held in memory at once; 4,000,000 by default.
     """
     x = np.asarray(values, dtype=np.float64)
     squeeze = x.ndim == 1
@@ -295,7 +315,14 @@ def bootstrap_ci(
     confidence: float = 0.95,
     seed: int = 0,
 ) -> MetricValue:
-    """Mean of ``values`` (NaN ignored) with its percentile-bootstrap interval."""
+    """Mean of ``values`` (NaN ignored) with its percentile-bootstrap interval.
+
+    Args:
+        values: The values; NaN entries are ignored.
+        n_boot: The number of bootstrap replicates; 1000 by default.
+        confidence: The interval's coverage; 0.95 by default.
+        seed: The resampling seed; 0 by default.
+    """
     point, low, high, n = bootstrap_means(
         np.asarray(values, dtype=np.float64), n_boot=n_boot, confidence=confidence, rng=seed
     )
@@ -317,6 +344,16 @@ def compute_metrics(
 
     Each scope is resampled with its own generator, seeded from ``seed`` and the scope's name,
     so a scope's interval does not depend on which other scopes exist.
+
+    Args:
+        outcomes: The scored episodes.
+        causes: The causes in the order the report and confusion matrix list them first (then
+            any others, as met); the order met by default.
+        ks: The ``k`` of the AC@k and Avg@k metrics; 1, 3 and 5 by default.
+        n_boot: The number of bootstrap replicates; 1000 by default.
+        confidence: The intervals' coverage; 0.95 by default.
+        seed: The root seed of the resampling; 0 by default.
+        no_signal_group: The group of episodes with no signal; :data:`NO_SIGNAL_GROUP` by default.
     """
     outs = list(outcomes)
     names, values = episode_values(outs, ks=ks, no_signal_group=no_signal_group)
@@ -359,8 +396,13 @@ def score_episodes(
     space,
     reward=None,
 ) -> list[EpisodeOutcome]:
-    """Parse and score ``(agent output, label)`` pairs into outcomes (default reward: TRACE)."""
-    from causaltrace.scoring.rewards import CompositeReward
+    """Parse and score ``(agent output, label)`` pairs into outcomes (default reward: TRACE).
+
+    Args:
+        items: ``(agent output, label)`` pairs.
+        space (AnswerSpace): The answer space the outputs are parsed against.
+        reward (CompositeReward | Mapping | None): The reward or its config; TRACE by default.
+    """
 
     if not isinstance(reward, CompositeReward):
         reward = CompositeReward.from_config(reward)
@@ -389,7 +431,19 @@ def _set_exact(answer, label: OracleLabel, space) -> bool:
 
 # -- AC@k ----------------------------------------------------------------------------------
 def ac_at_k(rankings: Sequence[Sequence[str]], truths: Sequence[str], k: int) -> float:
-    """RCAEval AC@k: share of cases whose true cause is among the first ``k`` ranked causes."""
+    """RCAEval AC@k: share of cases whose true cause is among the first ``k`` ranked causes.
+
+    Args:
+        rankings: Each case's causes, best first.
+        truths: Each case's true cause.
+        k: How many ranked causes count.
+
+    Returns:
+        The share, or NaN when there are no cases.
+
+    Raises:
+        ValueError: ``rankings`` and ``truths`` differ in length.
+    """
     if len(rankings) != len(truths):
         raise ValueError("rankings and truths differ in length")
     if not truths:
@@ -398,7 +452,13 @@ def ac_at_k(rankings: Sequence[Sequence[str]], truths: Sequence[str], k: int) ->
 
 
 def avg_at_k(rankings: Sequence[Sequence[str]], truths: Sequence[str], k: int) -> float:
-    """RCAEval Avg@k: the mean of AC@1 .. AC@k."""
+    """RCAEval Avg@k: the mean of AC@1 .. AC@k.
+
+    Args:
+        rankings: Each case's causes, best first.
+        truths: Each case's true cause.
+        k: The largest ``k`` averaged over.
+    """
     return float(np.mean([ac_at_k(rankings, truths, j) for j in range(1, k + 1)]))
 
 
@@ -410,7 +470,14 @@ def confusion_matrix(
     normalize: bool = False,
 ):
     """Counts of (true cause, predicted cause) as a DataFrame; unparsed answers in a
-    ``"(no answer)"`` column. ``normalize=True`` divides each row by its total."""
+    ``"(no answer)"`` column. ``normalize=True`` divides each row by its total.
+
+    Args:
+        outcomes: The scored episodes.
+        causes: The causes to list first, in this order; the order met by default.
+        normalize: Divide each row by its total; off (counts) by default.
+    """
+    # lazy: pandas takes ~0.5 s to import; the rest of this module does not need it
     import pandas as pd
 
     outs = list(outcomes)
@@ -431,10 +498,16 @@ def confusion_matrix(
 def plot_confusion(
     matrix, path: str | Path, *, normalize: bool = True, title: str = "cause confusion"
 ) -> str:
-    """Save a confusion matrix (from :func:`confusion_matrix`) as a PNG; returns the path."""
-    from causaltrace.plotting import _pyplot
+    """Save a confusion matrix (from :func:`confusion_matrix`) as a PNG; returns the path.
 
-    plt = _pyplot()
+    Args:
+        matrix (pandas.DataFrame): Counts from :func:`confusion_matrix`.
+        path: The PNG file to write.
+        normalize: Show each row's shares (on by default) rather than counts.
+        title: The figure's title; ``"cause confusion"`` by default.
+    """
+
+    plt = pyplot()
     counts = matrix.to_numpy(dtype=np.float64)
     shown = counts / np.maximum(counts.sum(axis=1, keepdims=True), 1) if normalize else counts
     fig, ax = plt.subplots(figsize=(1.2 + 0.9 * shown.shape[1], 1.0 + 0.6 * shown.shape[0]))

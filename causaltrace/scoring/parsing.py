@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from causaltrace.scoring.answers import Answer, AnswerFormatError, AnswerSpace
+from causaltrace.episodes.answers import Answer, AnswerFormatError, AnswerSpace
 
 AGENT_ROLES = frozenset({"assistant", "model", "gpt", "bot", "agent"})
 TOOL_ROLES = frozenset({"tool", "ipython", "function", "observation", "tool_response"})
@@ -65,6 +65,14 @@ class ParsePolicy:
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any] | None) -> ParsePolicy:
+        """A policy from a mapping with this class's fields (``None`` gives the defaults).
+
+        Args:
+            cfg: The ``parse`` section of a reward config, or ``None``.
+
+        Raises:
+            ValueError: An unknown option.
+        """
         cfg = dict(cfg or {})
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(cfg) - known)
@@ -100,7 +108,14 @@ class ParsedAnswer:
 
     @classmethod
     def of(cls, answer: Answer | None, space: AnswerSpace, **kwargs: Any) -> ParsedAnswer:
-        """Wrap an already validated answer (or ``None``: a format error)."""
+        """Wrap an already validated answer (or ``None``: a format error).
+
+        Args:
+            answer: The answer, or ``None``.
+            space: The answer space it belongs to.
+            **kwargs: Further fields (``source`` defaults to ``"object"``, ``error`` to
+                ``"no answer"`` when ``answer`` is ``None``).
+        """
         if answer is None:
             kwargs.setdefault("error", "no answer")
         return cls(answer, space, source=kwargs.pop("source", "object"), **kwargs)
@@ -119,6 +134,17 @@ def parse_answer(
     Never raises on agent output: every failure is a :class:`ParsedAnswer` with ``error`` set.
     ``tool_calls`` and ``turns``, when given (e.g. by the environment), override the counts
     read off the output.
+
+    Args:
+        output: The agent's output: a list of chat messages, a decoded transcript (text), a
+            submit call, or an answer object.
+        space: The domain's answer space the answer is validated against.
+        policy: How strict to be, and where to look; :class:`ParsePolicy` defaults by default.
+        tool_calls: Overrides the count of non-submit tool calls read off the output.
+        turns: Overrides the count of agent turns read off the output.
+
+    Returns:
+        The answer, or ``None`` with ``error`` saying why; never raises on agent output.
     """
     policy = policy or ParsePolicy()
     try:

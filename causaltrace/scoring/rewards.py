@@ -7,7 +7,7 @@ Contract of a reward function (see ``docs/rewards.md``)::
         ...
 
 - ``answer`` is a :class:`~causaltrace.scoring.parsing.ParsedAnswer`: ``answer.ok`` tells whether
-  an answer parsed, ``answer.answer`` is the validated :class:`~causaltrace.scoring.answers.Answer`
+  an answer parsed, ``answer.answer`` is the validated :class:`~causaltrace.episodes.answers.Answer`
   (``None`` on a format error), ``answer.space`` the :class:`AnswerSpace` (slice coverage and
   Jaccard), ``answer.tool_calls`` and ``answer.turns`` the trajectory's counts.
 - ``label`` is the episode's :class:`~causaltrace.episodes.labels.OracleLabel`.
@@ -29,8 +29,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from omegaconf import OmegaConf
+
+from causaltrace.core.registry import Registry
+from causaltrace.episodes.answers import AnswerSpace
 from causaltrace.episodes.labels import OracleLabel
-from causaltrace.scoring.answers import AnswerSpace
 from causaltrace.scoring.parsing import ParsedAnswer, ParsePolicy, parse_answer
 
 RewardFn = Callable[..., float]
@@ -52,7 +55,33 @@ class RewardSpec:
     params: Mapping[str, Any]
 
 
-_REGISTRY: dict[str, RewardSpec] = {}
+def _reward_spec(name: str, fn: Any) -> RewardSpec:
+    """A reward function's spec: its keyword-only parameters and its docstring's first line."""
+    if isinstance(fn, RewardSpec):
+        return fn
+    if not callable(fn):
+        raise TypeError(f"reward {name!r} must be a function (answer, label, **params); got {fn!r}")
+    sig = inspect.signature(fn)
+    positional = [
+        p for p in sig.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    if len(positional) != 2:
+        raise TypeError(
+            f"reward {name!r} must take (answer, label) positionally and its parameters "
+            f"keyword-only; got {sig}"
+        )
+    params = {
+        p.name: p.default
+        for p in sig.parameters.values()
+        if p.kind == p.KEYWORD_ONLY and p.default is not p.empty
+    }
+    doc = (fn.__doc__ or "").strip().splitlines()
+    return RewardSpec(name, fn, doc[0] if doc else "", params)
+
+
+# Reward terms by name: the built-ins below, ``causaltrace.rewards`` entry points of installed
+# packages, and terms registered at run time with :func:`register_reward`.
+REWARDS: Registry[RewardSpec] = Registry("reward", "causaltrace.rewards", _reward_spec)
 
 
 def register_reward(
@@ -62,52 +91,55 @@ def register_reward(
 
     ``name`` defaults to the function's name; registering a taken name raises unless
     ``overwrite=True``. Parameters must be keyword-only (they come from configuration).
+
+    Args:
+        name: The reward's name; the function's ``__name__`` by default.
+        description: A one-line description; the docstring's first line by default.
+        overwrite: Replace a reward of the same name; off by default.
+
+    Returns:
+        A decorator that registers the function and returns it unchanged.
+
+    Raises:
+        DuplicateNameError: The name is taken and ``overwrite`` is off (raised on decoration).
+        RegistryError: The function does not follow the contract (raised on decoration).
     """
 
     def decorate(fn: RewardFn) -> RewardFn:
         key = name or fn.__name__
-        if key in _REGISTRY and not overwrite:
-            raise ValueError(f"reward {key!r} is already registered (pass overwrite=True)")
-        sig = inspect.signature(fn)
-        positional = [
-            p
-            for p in sig.parameters.values()
-            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-        ]
-        if len(positional) != 2:
-            raise TypeError(
-                f"reward {key!r} must take (answer, label) positionally and its parameters "
-                f"keyword-only; got {sig}"
-            )
-        params = {
-            p.name: p.default
-            for p in sig.parameters.values()
-            if p.kind == p.KEYWORD_ONLY and p.default is not p.empty
-        }
-        doc = (fn.__doc__ or "").strip().splitlines()
-        _REGISTRY[key] = RewardSpec(key, fn, description or (doc[0] if doc else ""), params)
+        spec = _reward_spec(key, fn)
+        if description:
+            spec = RewardSpec(key, fn, description, spec.params)
+        REWARDS.register(key, spec, overwrite=overwrite)
         return fn
 
     return decorate
 
 
 def unregister_reward(name: str) -> None:
-    """Remove a registered reward (for tests and notebooks)."""
-    _REGISTRY.pop(name, None)
+    """Remove a reward registered at run time (for tests and notebooks).
+
+    Args:
+        name: The reward's name; an unknown name is ignored.
+    """
+    REWARDS.unregister(name)
 
 
 def get_reward(name: str) -> RewardSpec:
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise KeyError(
-            f"unknown reward {name!r}; registered rewards: {', '.join(sorted(_REGISTRY))}"
-        ) from None
+    """The registered reward called ``name``.
+
+    Args:
+        name: A registered name, or a ``"module:attr"`` path to a reward function.
+
+    Raises:
+        RegistryError: An unknown name, or one that does not load as a reward.
+    """
+    return REWARDS.get(name)
 
 
 def available_rewards() -> dict[str, str]:
     """Registered reward names and their one-line descriptions."""
-    return {name: spec.description for name, spec in sorted(_REGISTRY.items())}
+    return {name: REWARDS.get(name).description for name in REWARDS.names()}
 
 
 # -- built-in terms -------------------------------------------------------------------------
@@ -212,6 +244,11 @@ def graded_attribution(
     of that credit for the answer's entry of the same cause (0 if the answer names it not),
     minus ``extra_penalty`` per answered cause that is not a true cause, floored at 0. For one
     answered and one true cause this is the single-cause credit exactly.
+
+    Args:
+        answer: The parsed answer.
+        label: The episode's oracle label.
+        extra_penalty: The penalty per answered cause that is not at work; 0.5 by default.
     """
     if _is_set(answer, label):
         if not answer.ok:
@@ -240,7 +277,15 @@ def tool_call_cost(
     free_calls: int = 0,
     max_penalty: float | None = None,
 ) -> float:
-    """A penalty of ``cost`` per tool call beyond ``free_calls`` (submit excluded), <= 0."""
+    """A penalty of ``cost`` per tool call beyond ``free_calls`` (submit excluded), <= 0.
+
+    Args:
+        answer: The parsed answer.
+        label: The episode's oracle label.
+        cost: The penalty per call; 0.01 by default.
+        free_calls: Calls that cost nothing; 0 by default.
+        max_penalty: A cap on the total penalty; no cap by default.
+    """
     penalty = cost * max(0, int(answer.tool_calls) - int(free_calls))
     if max_penalty is not None:
         penalty = min(penalty, float(max_penalty))
@@ -264,6 +309,15 @@ def impact_estimation(
     ``label.effect_overall[kpi]`` (``scope="overall"``). The KPI is ``kpi``, else the one the
     answer names, else the label's only KPI. 0 when there is no estimate, the KPI is unknown,
     or (with ``require_cause``) the cause is wrong.
+
+    Args:
+        answer: The parsed answer.
+        label: The episode's oracle label.
+        kpi: The KPI to score; by default the one the answer names, else the label's only one.
+        scope: ``"slice"`` (default, the effect in the true slice) or ``"overall"``.
+        require_cause: Score 0 unless the cause is right; on by default.
+        min_denominator: The smallest denominator of the relative error (guards tiny true
+            effects); 1.0 by default.
     """
     if answer.answer is None or answer.answer.impact is None:
         return 0.0
@@ -322,6 +376,16 @@ class CompositeReward:
     ``terms`` maps a registered name to a weight, or to ``{"weight": w, **params}`` for a term
     with parameters (e.g. ``{"tool_call_cost": {"weight": 1.0, "cost": 0.02}}``). The default
     is :data:`TRACE_WEIGHTS`: 0.65 graded + 0.30 full + 0.05 format.
+
+    Args:
+        terms: Registered reward name -> weight, or -> ``{"weight": w, **params}``; TRACE's
+            weights by default. Accepts an OmegaConf config.
+        parse: The parse policy, or its config mapping; :class:`ParsePolicy` defaults by
+            default.
+
+    Raises:
+        ValueError: No terms, or a parameter the term does not take.
+        RegistryError: An unknown reward name.
     """
 
     def __init__(
@@ -355,7 +419,13 @@ class CompositeReward:
     def from_config(cls, cfg: Mapping[str, Any] | None) -> CompositeReward:
         """Build from a config: ``{"terms": {...}, "parse": {...}}`` or a bare terms mapping.
 
-        Accepts plain mappings and OmegaConf ``DictConfig`` (e.g. ``configs/reward/trace.yaml``).
+        Accepts plain mappings and OmegaConf ``DictConfig`` (e.g. ``causaltrace/conf/reward/trace.yaml``).
+
+        Args:
+            cfg: The reward config; ``None`` or empty gives TRACE.
+
+        Raises:
+            ValueError: An unknown key, or a bad term (see the class).
         """
         cfg = _plain(cfg) if cfg is not None else {}
         if "terms" not in cfg and "parse" not in cfg:
@@ -388,6 +458,12 @@ class CompositeReward:
         return {"terms": terms, "parse": parse}
 
     def __call__(self, answer: ParsedAnswer, label: OracleLabel) -> RewardResult:
+        """Score a parsed answer: every term, and their weighted sum.
+
+        Args:
+            answer: The parsed answer.
+            label: The episode's oracle label.
+        """
         values = {
             t.name: float(get_reward(t.name).fn(answer, label, **t.params)) for t in self.terms
         }
@@ -403,6 +479,13 @@ class CompositeReward:
         )
 
     def parse(self, output: Any, space: AnswerSpace, **counts: Any) -> ParsedAnswer:
+        """Parse an agent's output with this reward's policy (see :func:`parse_answer`).
+
+        Args:
+            output: The agent's output (messages, a decoded transcript, or an object).
+            space: The domain's answer space.
+            **counts: ``tool_calls`` and ``turns`` overriding the counts read off the output.
+        """
         return parse_answer(output, space, policy=self.policy, **counts)
 
     def score_output(
@@ -414,7 +497,15 @@ class CompositeReward:
         tool_calls: int | None = None,
         turns: int | None = None,
     ) -> RewardResult:
-        """Parse an agent's output with this reward's policy, then score it."""
+        """Parse an agent's output with this reward's policy, then score it.
+
+        Args:
+            output: The agent's output (messages, a decoded transcript, or an object).
+            label: The episode's oracle label.
+            space: The domain's answer space.
+            tool_calls: Overrides the tool-call count read off the output; not by default.
+            turns: Overrides the turn count read off the output; not by default.
+        """
         return self(self.parse(output, space, tool_calls=tool_calls, turns=turns), label)
 
     def __repr__(self) -> str:
@@ -425,7 +516,16 @@ class CompositeReward:
 def composite(
     answer: ParsedAnswer, label: OracleLabel, *, terms: Mapping[str, Any] | None = None
 ) -> float:
-    """Weighted sum of terms (default TRACE: 0.65 graded + 0.30 full + 0.05 format)."""
+    """Weighted sum of terms (default TRACE: 0.65 graded + 0.30 full + 0.05 format).
+
+    Args:
+        answer: The parsed answer.
+        label: The episode's oracle label.
+        terms: The terms, as :class:`CompositeReward` takes them; TRACE by default.
+
+    Raises:
+        ValueError: ``terms`` contains ``composite``.
+    """
     if terms is not None and "composite" in terms:
         raise ValueError("a composite reward cannot contain itself")
     return CompositeReward(terms)(answer, label).score
@@ -438,7 +538,18 @@ def score_output(
     reward: CompositeReward | Mapping[str, Any] | None = None,
     **counts: Any,
 ) -> RewardResult:
-    """Parse ``output`` and score it against ``label`` (default reward: TRACE)."""
+    """Parse ``output`` and score it against ``label`` (default reward: TRACE).
+
+    Args:
+        output: The agent's output (messages, a decoded transcript, or an object).
+        label: The episode's oracle label.
+        space: The domain's answer space.
+        reward: The reward, or its config; TRACE by default.
+        **counts: ``tool_calls`` and ``turns`` overriding the counts read off the output.
+
+    Returns:
+        The score and every term's value.
+    """
     if not isinstance(reward, CompositeReward):
         reward = CompositeReward.from_config(reward)
     return reward.score_output(output, label, space, **counts)
@@ -447,8 +558,6 @@ def score_output(
 def _plain(cfg: Any) -> dict[str, Any]:
     """A plain dict from a mapping or an OmegaConf config (without importing OmegaConf)."""
     if hasattr(cfg, "_metadata") and type(cfg).__module__.startswith("omegaconf"):
-        from omegaconf import OmegaConf
-
         cfg = OmegaConf.to_container(cfg, resolve=True)
     if not isinstance(cfg, Mapping):
         raise TypeError(f"a reward config must be a mapping, got {type(cfg).__name__}")

@@ -15,7 +15,8 @@ from urllib.parse import quote
 
 import httpx
 
-from causaltrace.errors import CausalTraceError
+from causaltrace.env.session import ToolCall
+from causaltrace.errors import CausalTraceError, RunFailure
 from causaltrace.serve.host import HostFull, UnknownSession
 
 
@@ -25,13 +26,12 @@ class RequestTimedOut(CausalTraceError):
     usable."""
 
 
-class ServerError(CausalTraceError):
+class EnvServerError(RunFailure):
     """Any other non-success answer from the server (the status and body are in the message)."""
 
 
 def _action(action: Any) -> dict[str, Any]:
     """A tool call as the server's body: from a ToolCall, an OpenAI tool call or a dict."""
-    from causaltrace.env.session import ToolCall
 
     call = ToolCall.of(action)
     body: dict[str, Any] = {"name": call.name, "arguments": call.arguments}
@@ -46,6 +46,14 @@ class HttpHost:
     ``timeout``: seconds httpx waits for an answer; keep it above the server's
     ``request_timeout`` so the server's 504 (which says the session is still usable) arrives
     before the client gives up. ``health_retries``: attempts of ``health`` on connection errors.
+
+    Args:
+        base_url: The server's URL.
+        timeout: Seconds to wait for an answer; 300 by default.
+        max_connections: The connection pool's size; 256 by default.
+        health_retries: Attempts of :meth:`health` on connection errors; 3 by default.
+        client: An ``httpx.AsyncClient`` to use instead of a new one (then ``timeout`` and
+            ``max_connections`` are not applied).
     """
 
     def __init__(
@@ -101,7 +109,7 @@ class HttpHost:
             raise RuntimeError(detail)  # what SessionHost raises for a finished episode
         if status == 504:
             raise RequestTimedOut(detail)
-        raise ServerError(f"{method} {path}: HTTP {status}: {detail}")
+        raise EnvServerError(f"{method} {path}: HTTP {status}: {detail}")
 
     async def open(
         self,
@@ -111,7 +119,19 @@ class HttpHost:
         session_id: str | None = None,
     ) -> dict[str, Any]:
         """Open a session; ``{"session_id", "prompt", "tools"}``. ``dataset`` is a path on the
-        server."""
+        server.
+
+        Args:
+            dataset: The dataset directory (a path on the server).
+            episode: The episode id.
+            env_config: Budgets and reward of this session (:class:`~causaltrace.env.EnvConfig`
+                keys); the host's by default.
+            session_id: The id to give the session; a fresh one by default.
+
+        Raises:
+            HostFull: The server has no capacity (HTTP 503).
+            CausalTraceError: A bad request (HTTP 400).
+        """
         body: dict[str, Any] = {"dataset": str(dataset), "episode": str(episode)}
         if env_config is not None:
             body["env_config"] = dict(env_config)
@@ -120,18 +140,42 @@ class HttpHost:
         return await self._request("POST", "/sessions", body)
 
     async def step(self, sid: str, action: Any) -> dict[str, Any]:
-        """One tool call; the StepResult as a dict."""
+        """One tool call; the StepResult as a dict.
+
+        Args:
+            sid: The session id ``open`` returned.
+            action: The tool call (see :meth:`~causaltrace.env.session.ToolCall.of`).
+
+        Raises:
+            UnknownSession: The server holds no such session (HTTP 404).
+        """
         return await self._request("POST", f"/sessions/{quote(sid, safe='')}/step", _action(action))
 
     async def turn(
         self, sid: str, calls: Sequence[Any], content: str | None = None
     ) -> list[dict[str, Any]]:
-        """One assistant message with its tool calls (none: a final text answer)."""
+        """One assistant message with its tool calls (none: a final text answer).
+
+        Args:
+            sid: The session id ``open`` returned.
+            calls: The message's tool calls.
+            content: The message's text; none by default.
+
+        Raises:
+            UnknownSession: The server holds no such session (HTTP 404).
+        """
         body = {"calls": [_action(c) for c in calls], "content": content}
         return await self._request("POST", f"/sessions/{quote(sid, safe='')}/turn", body)
 
     async def close_session(self, sid: str) -> dict[str, Any]:
-        """Close a session; its transcript."""
+        """Close a session; its transcript.
+
+        Args:
+            sid: The session id ``open`` returned.
+
+        Raises:
+            UnknownSession: The server holds no such session (HTTP 404).
+        """
         return await self._request("DELETE", f"/sessions/{quote(sid, safe='')}")
 
     async def health(self) -> dict[str, Any]:

@@ -18,7 +18,12 @@ from dataclasses import asdict, dataclass
 from typing import Any
 from uuid import uuid4
 
+from causaltrace.core.config import typed_config
+from causaltrace.datasets.reading import DatasetSource
+from causaltrace.env.contract import ToolContract
+from causaltrace.env.session import DiagnosisSession, EnvConfig
 from causaltrace.errors import CausalTraceError
+from causaltrace.tools import ToolConfig, ToolRuntime
 
 
 class HostFull(CausalTraceError):
@@ -40,7 +45,16 @@ class HostConfig:
     opens would all pass a check of the memory free at that moment. ``wait_seconds``: how long
     ``open`` waits for a free slot before raising :class:`HostFull` (0: refuse at once).
     ``idle_seconds``: sessions without calls for this long are closed (a trainer that crashed
-    does not hold slots forever)."""
+    does not hold slots forever).
+
+    Args:
+        max_sessions: The most sessions open at once (at least 1); 256 by default.
+        min_available_mb: Memory (MiB) to leave free; 1024 by default.
+        session_mb: The memory one live session grows to (MiB); by the runtime's mode by
+            default.
+        wait_seconds: How long ``open`` waits for a slot; 0 (refuse at once) by default.
+        idle_seconds: Close sessions idle this long; 900 by default.
+    """
 
     max_sessions: int = 256
     min_available_mb: int = 1024
@@ -48,19 +62,23 @@ class HostConfig:
     wait_seconds: float = 0.0
     idle_seconds: float = 900.0
 
+    def __post_init__(self) -> None:
+        if self.max_sessions < 1:
+            raise CausalTraceError(
+                f"host config: max_sessions must be >= 1, not {self.max_sessions}"
+            )
+
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any] | None) -> HostConfig:
-        data = dict(data or {})
-        known = {"max_sessions", "min_available_mb", "session_mb", "wait_seconds", "idle_seconds"}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise CausalTraceError(f"host config: unknown key(s) {unknown}; known: {sorted(known)}")
-        config = cls(**data)
-        if config.max_sessions < 1:
-            raise CausalTraceError(
-                f"host config: max_sessions must be >= 1, not {config.max_sessions}"
-            )
-        return config
+        """A config from a mapping with this class's keys (``None`` gives the defaults).
+
+        Args:
+            data: The ``host`` section of a config, or ``None``.
+
+        Raises:
+            CausalTraceError: An unknown key, a value of the wrong type, or ``max_sessions`` < 1.
+        """
+        return typed_config(cls, data, "host config")
 
 
 # Expected memory of a live session (MB), with margin over bench/bench_rollouts.py's figures
@@ -87,7 +105,15 @@ def _result(step) -> dict[str, Any]:
 
 
 class SessionHost:
-    """Hosts sessions in this process. Use ``async with SessionHost(...) as host``."""
+    """Hosts sessions in this process. Use ``async with SessionHost(...) as host``.
+
+    Args:
+        tool_config (ToolConfig | Mapping | None): The sandbox settings; the defaults by
+            default.
+        config: The host's capacity; :class:`HostConfig` defaults by default.
+        env_config (EnvConfig | Mapping | None): The sessions' default budgets and reward;
+            :class:`~causaltrace.env.EnvConfig` defaults by default.
+    """
 
     def __init__(self, tool_config=None, config: HostConfig | None = None, env_config=None):
         self.tool_config = tool_config
@@ -111,7 +137,6 @@ class SessionHost:
         await self.close()
 
     async def start(self) -> SessionHost:
-        from causaltrace.tools import ToolConfig, ToolRuntime
 
         if self.runtime is None:
             config = self.tool_config
@@ -138,7 +163,6 @@ class SessionHost:
             self.runtime = None
 
     def source(self, dataset: str):
-        from causaltrace.env.source import DatasetSource
 
         if dataset not in self.sources:
             self.sources[dataset] = DatasetSource(dataset)
@@ -152,8 +176,18 @@ class SessionHost:
         session_id: str | None = None,
     ) -> dict[str, Any]:
         """Open a session; returns ``{"session_id", "prompt", "tools"}``. Raises
-        :class:`HostFull` when there is no capacity within ``wait_seconds``."""
-        from causaltrace.env.session import DiagnosisSession, EnvConfig
+        :class:`HostFull` when there is no capacity within ``wait_seconds``.
+
+        Args:
+            dataset: The dataset directory (on the host's machine).
+            episode: The episode id.
+            env_config: Budgets and reward of this session (:class:`~causaltrace.env.EnvConfig`
+                keys); the host's by default.
+            session_id: The id to give the session; a fresh one by default.
+
+        Raises:
+            HostFull: No capacity within ``wait_seconds``.
+        """
 
         await self.start()
         await self.expire_idle()
@@ -175,7 +209,11 @@ class SessionHost:
         self.sessions[sid] = session
         self._locks[sid] = asyncio.Lock()
         self._last[sid] = time.monotonic()
-        return {"session_id": sid, "prompt": session.prompt, "tools": source.tool_schemas()}
+        return {
+            "session_id": sid,
+            "prompt": session.prompt,
+            "tools": ToolContract.for_dataset(source).openai(),
+        }
 
     async def _acquire(self) -> None:
         if self._slots is None:
@@ -216,7 +254,15 @@ class SessionHost:
         return session
 
     async def step(self, sid: str, action: Any) -> dict[str, Any]:
-        """One tool call; returns the :class:`~causaltrace.env.StepResult` as a dict."""
+        """One tool call; returns the :class:`~causaltrace.env.StepResult` as a dict.
+
+        Args:
+            sid: The session id ``open`` returned.
+            action: The tool call (see :meth:`~causaltrace.env.session.ToolCall.of`).
+
+        Raises:
+            UnknownSession: The host holds no such session.
+        """
         session = self._get(sid)
         async with self._locks[sid]:
             try:
@@ -227,7 +273,16 @@ class SessionHost:
     async def turn(
         self, sid: str, calls: Sequence[Any], content: str | None = None
     ) -> list[dict[str, Any]]:
-        """One assistant message with its tool calls (none: a final text answer)."""
+        """One assistant message with its tool calls (none: a final text answer).
+
+        Args:
+            sid: The session id ``open`` returned.
+            calls: The message's tool calls.
+            content: The message's text; none by default.
+
+        Raises:
+            UnknownSession: The host holds no such session.
+        """
         session = self._get(sid)
         async with self._locks[sid]:
             try:
@@ -236,7 +291,14 @@ class SessionHost:
                 self._last[sid] = time.monotonic()
 
     async def close_session(self, sid: str) -> dict[str, Any]:
-        """Close a session; returns its transcript (messages, events, result)."""
+        """Close a session; returns its transcript (messages, events, result).
+
+        Args:
+            sid: The session id ``open`` returned.
+
+        Raises:
+            UnknownSession: The host holds no such session.
+        """
         session = self.sessions.pop(sid, None)
         if session is None:
             raise UnknownSession(f"no open session {sid!r} on this host")

@@ -23,14 +23,15 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import asdict
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from causaltrace.errors import CausalTraceError
-from causaltrace.serve.host import HostFull, SessionHost, UnknownSession
+from causaltrace.errors import CausalTraceError, RunFailure
+from causaltrace.serve.host import HostConfig, HostFull, SessionHost, UnknownSession
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +95,15 @@ def make_app(
     sessions are closed (default: a quarter of the host's ``idle_seconds``, at most 60 s).
     ``own_host``: start the host when the app starts and close it when the app stops.
     ``app.state.request_timeout`` may be changed while serving.
+
+    Args:
+        host: The sessions' host.
+        request_timeout: Seconds a request may take before a 504; 120 by default (None: no
+            limit).
+        retry_after: Seconds sent in ``Retry-After`` with a 503; 1 by default.
+        expire_every: Seconds between idle-session sweeps; from the host's ``idle_seconds`` by
+            default.
+        own_host: Start and close ``host`` with the app; on by default.
     """
     background: set[asyncio.Task] = set()
 
@@ -210,8 +220,6 @@ def make_app(
         if env is not None and host.env_config is not None:
             base = host.env_config
             if not isinstance(base, Mapping):
-                from dataclasses import asdict
-
                 base = asdict(base)
             env = {**base, **env}  # the operator's transcript_dir and defaults still apply
 
@@ -260,11 +268,24 @@ def serve(
     log_level: str = "info",
 ) -> None:
     """Run the app under uvicorn until interrupted (``causaltrace serve``). One process, one
-    event loop: sessions live in this process, so run one server per machine and route by id."""
-    import uvicorn
+    event loop: sessions live in this process, so run one server per machine and route by id.
 
-    from causaltrace.apps.errors import RunIncomplete
-    from causaltrace.serve.host import HostConfig
+    Args:
+        host: The address to listen on; ``127.0.0.1`` by default.
+        port: The port to listen on; 8000 by default.
+        host_config: :class:`~causaltrace.serve.HostConfig` fields; the defaults by default.
+        tool_config: :class:`~causaltrace.tools.ToolConfig` fields; the defaults by default.
+        env_config: The sessions' default :class:`~causaltrace.env.EnvConfig` fields; the
+            defaults by default.
+        request_timeout: Seconds a request may take before a 504; 120 by default (None: no
+            limit).
+        log_level: uvicorn's log level; ``"info"`` by default.
+
+    Raises:
+        RunFailure: The server did not start (for example, the port is taken).
+    """
+    # optional: the serve extra
+    import uvicorn
 
     session_host = SessionHost(tool_config, HostConfig.from_mapping(host_config), env_config)
     app = make_app(session_host, request_timeout=request_timeout)
@@ -274,4 +295,4 @@ def serve(
     except KeyboardInterrupt:  # uvicorn re-raises Ctrl-C after a clean shutdown
         return
     if not server.started:
-        raise RunIncomplete("the server did not start (the reason is logged above)")
+        raise RunFailure("the server did not start (the reason is logged above)")

@@ -41,11 +41,12 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import uuid4
 
-from causaltrace.errors import CausalTraceError
+from causaltrace.env.session import ToolCall
+from causaltrace.errors import CausalTraceError, RunFailure
 from causaltrace.serve.host import HostConfig, HostFull, SessionHost, UnknownSession
 
 
-class SessionLost(CausalTraceError):
+class SessionLost(RunFailure):
     """A session cannot be continued: its actor died and replay failed, the call in flight
     was a submit, or a remote call passed its deadline. The session is dropped."""
 
@@ -54,7 +55,7 @@ class CallTimeout(SessionLost):
     """A remote call did not answer within ``call_timeout`` (or ``replay_timeout``)."""
 
 
-class ReplayFailed(CausalTraceError):
+class ReplayFailed(RunFailure):
     """Raised inside an actor when replaying a session's turns does not reproduce it."""
 
 
@@ -67,7 +68,6 @@ def _hash(text: str) -> int:
 
 def _is_submit(calls: Sequence[Any]) -> bool:
     """Whether a turn may end the episode by scoring an answer (a text answer or a submit)."""
-    from causaltrace.env.session import ToolCall
 
     if not calls:
         return True
@@ -82,7 +82,15 @@ def _is_submit(calls: Sequence[Any]) -> bool:
 
 class HostActor:
     """The body of one Ray actor: a :class:`SessionHost` plus ``rebuild`` (replay) and
-    ``ready``. Plain class; :class:`RayHost` wraps it with ``ray.remote``."""
+    ``ready``. Plain class; :class:`RayHost` wraps it with ``ray.remote``.
+
+    Args:
+        tool_config: The sandbox settings (a :class:`~causaltrace.tools.ToolConfig`, its fields,
+            or None for the defaults).
+        host_config: The actor's capacity (a :class:`HostConfig`, its fields, or None).
+        env_config: The sessions' default budgets and reward (an
+            :class:`~causaltrace.env.EnvConfig`, its fields, or None).
+    """
 
     def __init__(self, tool_config: Any, host_config: Any, env_config: Any) -> None:
         self.host = SessionHost(tool_config, host_config, env_config)
@@ -93,6 +101,7 @@ class HostActor:
         return self._where()
 
     def _where(self) -> dict[str, Any]:
+        # optional: the ray extra
         import ray
 
         return {"node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid()}
@@ -121,7 +130,23 @@ class HostActor:
         turns: list[tuple[list, str | None, list[tuple[bool, bool]]]],
     ) -> dict[str, Any]:
         """Open ``sid`` again and replay its completed turns; each must give as many results
-        with the same ended/not-ended flags as it did the first time."""
+        with the same ended/not-ended flags as it did the first time.
+
+        Args:
+            sid: The session id to open again.
+            dataset: The session's dataset.
+            episode: The session's episode.
+            env_config: The session's env config, as first opened.
+            turns: The completed turns: each turn's calls, its text and the ``(terminated,
+                truncated)`` flags of its results.
+
+        Returns:
+            What :meth:`SessionHost.open` returns.
+
+        Raises:
+            ReplayFailed: A turn gave different results, or the replay failed.
+            HostFull: The actor has no room for the session.
+        """
         opened = await self.host.open(dataset, episode, env_config, sid)  # HostFull propagates
         try:
             for n, (calls, content, flags) in enumerate(turns):
@@ -176,6 +201,22 @@ class RayHost:
     which on a loaded node takes longer than a tool call.
     ``address``/``num_cpus`` are used only when Ray is not initialized yet (then
     :meth:`close` shuts Ray down again).
+
+    Args:
+        num_actors: The number of actors (at least 1); 1 by default.
+        actor_options: Options for each actor's ``.options()``; ``SPREAD`` scheduling by
+            default.
+        host_config: Each actor's capacity; :class:`HostConfig` defaults by default.
+        tool_config: Each actor's sandbox settings; the defaults by default.
+        env_config: The sessions' default budgets and reward; the defaults by default.
+        call_timeout: Seconds one remote call may take; 120 by default.
+        replay_timeout: Seconds a session's rebuild may take; 600 by default.
+        start_timeout: Seconds an actor's start may take; 300 by default.
+        address: The Ray cluster to connect to, when Ray is not initialized; local by default.
+        num_cpus: The CPUs of a local Ray started here; Ray's choice by default.
+
+    Raises:
+        CausalTraceError: ``num_actors`` is below 1 or a timeout is not positive.
     """
 
     def __init__(
@@ -235,6 +276,7 @@ class RayHost:
         if self.slots:
             return self
         try:
+            # optional: the ray extra
             import ray
         except ImportError as exc:  # pragma: no cover - depends on the extra
             raise CausalTraceError("RayHost needs Ray: pip install 'causaltrace[ray]'") from exc
@@ -276,6 +318,7 @@ class RayHost:
     async def close(self) -> None:
         """Close every actor's sessions and runtime (bounded by ``call_timeout``), kill the
         actors, and shut Ray down if this host started it."""
+        # optional: the ray extra
         import ray
 
         for task in list(self._tasks):
@@ -298,6 +341,7 @@ class RayHost:
     async def _remote(self, actor: Any, method: str, *args: Any, timeout: float) -> Any:
         """Call an actor method with a deadline; errors raised in the actor come back as
         themselves (HostFull, UnknownSession, ...), a dead actor as ``RayActorError``."""
+        # optional: the ray extra
         import ray
 
         ref = getattr(actor, method).remote(*args)
@@ -315,6 +359,7 @@ class RayHost:
 
     def _replace(self, slot: _Slot, dead: Any) -> None:
         """Start a new actor in ``slot`` unless that was already done for ``dead``."""
+        # optional: the ray extra
         import ray
 
         if slot.actor is not dead:
@@ -332,7 +377,16 @@ class RayHost:
     # ------------------------------------------------------------------ placement
     def owner(self, dataset: str, episode: str, among: Sequence[int] | None = None) -> int:
         """The slot consistent hashing gives ``(dataset, episode)`` among ``among`` (default:
-        every slot)."""
+        every slot).
+
+        Args:
+            dataset: The session's dataset.
+            episode: The session's episode.
+            among: The slots allowed; every slot by default.
+
+        Raises:
+            CausalTraceError: ``among`` is empty.
+        """
         allowed = set(range(self.num_actors) if among is None else among)
         if not allowed:
             raise CausalTraceError("RayHost: no actor to place a session on")
@@ -370,7 +424,11 @@ class RayHost:
         return [first, *rest]
 
     def where(self, sid: str) -> int:
-        """The slot index a session lives on (for tests and diagnostics)."""
+        """The slot index a session lives on (for tests and diagnostics).
+
+        Args:
+            sid: An open session's id.
+        """
         return self._record(sid).slot
 
     # ------------------------------------------------------------------ the host interface
@@ -383,7 +441,19 @@ class RayHost:
     ) -> dict[str, Any]:
         """Open a session on the episode's actor (or the least-loaded one that has room);
         returns ``{"session_id", "prompt", "tools"}``. Raises :class:`HostFull` when every
-        actor refuses."""
+        actor refuses.
+
+        Args:
+            dataset: The dataset directory, as the actors see it.
+            episode: The episode id.
+            env_config: The session's budgets and reward; the host's ``env_config`` by default.
+            session_id: The session's id; a fresh one by default.
+
+        Raises:
+            CausalTraceError: ``session_id`` is already open.
+            HostFull: Every actor refused the session.
+        """
+        # optional: the ray extra
         import ray
 
         await self.start()
@@ -414,14 +484,28 @@ class RayHost:
         )
 
     async def step(self, sid: str, action: Any) -> dict[str, Any]:
-        """One tool call; returns the :class:`~causaltrace.env.StepResult` as a dict."""
+        """One tool call; returns the :class:`~causaltrace.env.StepResult` as a dict.
+
+        Args:
+            sid: The session's id.
+            action: The tool call (a :class:`~causaltrace.env.ToolCall` or its mapping).
+        """
         return (await self.turn(sid, [action]))[0]
 
     async def turn(
         self, sid: str, calls: Sequence[Any], content: str | None = None
     ) -> list[dict[str, Any]]:
         """One assistant message with its tool calls (none: a final text answer). A dead actor
-        is replaced and the session rebuilt elsewhere before the call is retried once."""
+        is replaced and the session rebuilt elsewhere before the call is retried once.
+
+        Args:
+            sid: The session's id.
+            calls: The message's tool calls, in order.
+            content: The message's text; none by default.
+
+        Returns:
+            One step result (as a dict) per call, or one for a final text answer.
+        """
         calls = list(calls)
 
         def record(rec: _Record, results: list[dict[str, Any]]) -> None:
@@ -433,7 +517,11 @@ class RayHost:
         )
 
     async def close_session(self, sid: str) -> dict[str, Any]:
-        """Close a session; returns its transcript (rebuilt by replay if its actor died)."""
+        """Close a session; returns its transcript (rebuilt by replay if its actor died).
+
+        Args:
+            sid: The session's id.
+        """
         try:
             return await self._call(sid, "close_session", submits=False)
         finally:
@@ -468,6 +556,7 @@ class RayHost:
     async def probe(self) -> list[dict[str, Any]]:
         """Ask every actor for its :meth:`SessionHost.health`; a dead actor is replaced (its
         entry then says ``{"slot", "error"}``)."""
+        # optional: the ray extra
         import ray
 
         async def one(slot: _Slot) -> dict[str, Any]:
@@ -499,6 +588,7 @@ class RayHost:
     ) -> Any:
         """Call ``method`` for session ``sid`` on its actor under the session's lock (so the
         recorded turns keep their order); recover from a dead actor as the module says."""
+        # optional: the ray extra
         import ray
 
         rec = self._record(sid)
@@ -542,6 +632,7 @@ class RayHost:
     async def _rebuild(self, sid: str, rec: _Record) -> None:
         """Replay ``rec`` on a ready actor (the episode's owner among them, else the least
         loaded with room); raises :class:`SessionLost` if no actor can."""
+        # optional: the ray extra
         import ray
 
         started = time.perf_counter()

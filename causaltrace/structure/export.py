@@ -32,12 +32,9 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 
-from causaltrace.datasets.storage import (
-    atomic_write_bytes,
-    atomic_write_text,
-    canonical_json,
-    table_bytes,
-)
+from causaltrace.core.files import atomic_write_bytes, atomic_write_text, canonical_json
+from causaltrace.datasets.storage import table_bytes
+from causaltrace.episodes.domain import load_domain
 from causaltrace.errors import CausalTraceError
 from causaltrace.model.interventions import Do, Intervention, Scale, Shift
 from causaltrace.model.scm import SCM
@@ -206,6 +203,7 @@ def regime_frame(
     (and, for an interventional one, ``regime`` and ``intervened``: the regime's targets whose
     slice holds the row's cell, comma-joined, ``""`` where none), one row per (world, cell,
     time step)."""
+    # lazy: pandas takes ~0.5 s to import; the rest of this module does not need it
     import pandas as pd
 
     panel = scm.panel
@@ -455,7 +453,6 @@ def export_structure(
     User errors (unknown domain or node, malformed ``do``, bad counts) raise
     :class:`~causaltrace.errors.CausalTraceError` naming the culprit before anything is written.
     """
-    from causaltrace.episodes.domain import load_domain
 
     if samples < 1:
         raise CausalTraceError(f"--samples must be >= 1, got {samples}")

@@ -15,7 +15,7 @@ here, not delegated: pgmpy 1.1 has no ID, and DoWhy 0.14's ``identify_effect_id`
 hidden confounders (its public function requires a DAG, so a bidirected edge cannot be given,
 and a hidden node given as a node is treated as observed; its internal routine fed a bidirected
 edge as two opposite arcs counts them in ancestor sets and calls the napkin graph
-unidentifiable). ``tests/test_identification_id.py`` pins that DoWhy behaviour.
+unidentifiable). ``tests/structure/test_identification_id.py`` pins that DoWhy behaviour.
 
 pgmpy enumerates subsets of the observed nodes, so its cost grows as 2 to the number of
 observed nodes. Measured on the ads graph (10 observed of 41 nodes, every observed pair with a
@@ -49,6 +49,16 @@ class Identification:
     set for ``no_effect``, and ``None`` for ``id`` and ``unidentified``; ``reason`` says why.
     ``alternatives`` lists every set pgmpy found for that kind, smallest first. ``estimand`` is
     the ID algorithm's expression for ``kind == "id"`` (see :func:`id_estimand`).
+
+    Args:
+        treatment: The treatment node.
+        outcome: The outcome node.
+        kind: ``"backdoor"``, ``"frontdoor"``, ``"id"``, ``"no_effect"`` or ``"unidentified"``.
+        adjustment_set: The smallest adjustment set of that kind, or ``None``.
+        reason: Why this kind (or why not identified), in words.
+        alternatives: Every adjustment set found for that kind, smallest first; ``()`` by
+            default.
+        estimand: The ID algorithm's expression when ``kind == "id"``; ``None`` by default.
     """
 
     treatment: str
@@ -69,6 +79,14 @@ def backdoor_adjustment_sets(scm: SCM, treatment: str, outcome: str) -> tuple[fr
 
     ``(frozenset(),)`` means no adjustment is needed (pgmpy reports that as an empty frozenset,
     and raises when no set exists; both are translated here).
+
+    Args:
+        scm: The model; its default graph view is read (mutilated on an intervened SCM).
+        treatment: The treatment node (must be observed).
+        outcome: The outcome node (must be observed).
+
+    Raises:
+        GraphError: An unknown or latent node, or ``treatment == outcome``.
     """
     inference = _inference(scm, treatment, outcome)
     with _quiet():
@@ -80,7 +98,16 @@ def backdoor_adjustment_sets(scm: SCM, treatment: str, outcome: str) -> tuple[fr
 
 
 def frontdoor_adjustment_sets(scm: SCM, treatment: str, outcome: str) -> tuple[frozenset[str], ...]:
-    """Front-door adjustment sets (observed mediators), smallest first; ``()`` if none."""
+    """Front-door adjustment sets (observed mediators), smallest first; ``()`` if none.
+
+    Args:
+        scm: The model; its default graph view is read (mutilated on an intervened SCM).
+        treatment: The treatment node (must be observed).
+        outcome: The outcome node (must be observed).
+
+    Raises:
+        GraphError: An unknown or latent node, or ``treatment == outcome``.
+    """
     inference = _inference(scm, treatment, outcome)
     with _quiet():
         return _sorted_sets(inference.get_all_frontdoor_adjustment_sets(treatment, outcome))
@@ -91,6 +118,17 @@ def identify_effect(scm: SCM, treatment: str, outcome: str) -> Identification:
 
     A latent treatment or outcome is reported ``unidentified`` (its values are not in the
     data); an unknown node name raises :class:`GraphError`.
+
+    Args:
+        scm: The model; its default graph view is read (mutilated on an intervened SCM).
+        treatment: The treatment node.
+        outcome: The outcome node.
+
+    Returns:
+        The first criterion that applies (or ``no_effect``/``unidentified``), with its reason.
+
+    Raises:
+        GraphError: An unknown node, or ``treatment == outcome``.
     """
     _check_names(scm, treatment, outcome)
     for role, node in (("treatment", treatment), ("outcome", outcome)):
@@ -153,6 +191,7 @@ def _inference(scm: SCM, treatment: str, outcome: str):
         if not scm.nodes[node].observed:
             raise GraphError(f"the {role} {node!r} is latent: adjustment needs it observed")
     with _quiet():  # pgmpy 1.x warns about its own deprecated modules on import
+        # lazy: pgmpy takes ~1.7 s to import; only this export needs it
         from pgmpy.inference import CausalInference
 
     return CausalInference(scm.to_pgmpy())
@@ -180,7 +219,13 @@ class NotIdentifiable(GraphError):
 @dataclass(frozen=True)
 class Projection:
     """An acyclic directed mixed graph over ``nodes`` (in topological order): the latent
-    projection of a DAG. ``bidirected`` pairs share a hidden common cause."""
+    projection of a DAG. ``bidirected`` pairs share a hidden common cause.
+
+    Args:
+        nodes: The kept nodes, in topological order.
+        directed: ``(u, v)`` edges.
+        bidirected: Unordered pairs that share a hidden common cause.
+    """
 
     nodes: tuple[str, ...]
     directed: frozenset[tuple[str, str]]
@@ -193,6 +238,13 @@ def latent_projection(g: nx.DiGraph, kept: Iterable[str]) -> Projection:
     ``u -> v`` when a directed path from ``u`` to ``v`` has only hidden inner nodes; ``u <-> v``
     when a hidden node reaches both through hidden nodes only. Why: hidden nodes on a path
     transmit dependence like an edge, and a hidden common cause confounds like a bidirected edge.
+
+    Args:
+        g: A DAG (e.g. :meth:`causaltrace.model.scm.SCM.graph_view`).
+        kept: The nodes to keep (typically the observed ones).
+
+    Raises:
+        GraphError: A kept node is not in ``g``.
     """
     keep = set(kept)
     missing = keep - set(g)
@@ -226,6 +278,15 @@ def id_estimand(graph: Projection, treatment: Sequence[str], outcome: Sequence[s
     The expression is text: ``sum_{A}`` marginalizes ``A``, juxtaposition is a product, and
     ``P(v | A)`` conditions the distribution of that step (``P`` at the top level; a bracketed
     product after line 7 restricts to a c-component).
+
+    Args:
+        graph: The latent projection over the observed nodes (see :func:`latent_projection`).
+        treatment: The intervened nodes.
+        outcome: The outcome nodes (disjoint from ``treatment``).
+
+    Raises:
+        NotIdentifiable: The algorithm found a hedge.
+        GraphError: A node is not in the graph, or treatment and outcome overlap.
     """
     x, y = set(treatment), set(outcome)
     unknown = (x | y) - set(graph.nodes)

@@ -12,7 +12,14 @@ from causaltrace.tools.config import (
     ToolConfig,
     ToolError,
 )
-from causaltrace.tools.episode import EpisodeData
+from causaltrace.tools.episode_data import EpisodeData
+from causaltrace.tools.runtime import (
+    EpisodeTools,
+    SyncEpisodeTools,
+    SyncToolRuntime,
+    ToolRuntime,
+    open_tools,
+)
 from causaltrace.tools.schemas import (
     PYTHON_SPEC,
     PYTHON_TOOL,
@@ -21,13 +28,6 @@ from causaltrace.tools.schemas import (
     Param,
     ToolSpec,
     tool_schemas,
-)
-from causaltrace.tools.session import (
-    EpisodeTools,
-    SyncEpisodeTools,
-    SyncToolRuntime,
-    ToolRuntime,
-    open_episode,
 )
 
 __all__ = [
@@ -46,6 +46,6 @@ __all__ = [
     "ToolConfig",
     "ToolError",
     "ToolRuntime",
-    "open_episode",
+    "open_tools",
     "tool_schemas",
 ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, Literal
 
+from causaltrace.core.config import typed_config
 from causaltrace.errors import CausalTraceError
 
 MiB = 1024 * 1024
@@ -111,13 +112,12 @@ class ToolConfig:
 
     @classmethod
     def from_mapping(cls, values: dict[str, Any] | None) -> ToolConfig:
-        """Build from a plain mapping (e.g. a Hydra node), naming any unknown key."""
-        values = dict(values or {})
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ToolError(f"unknown ToolConfig keys {unknown}; known keys: {sorted(known)}")
-        for key in ("sandbox_packages", "preload"):
-            if key in values:
-                values[key] = tuple(values[key])
-        return cls(**values)
+        """Build from a plain mapping (e.g. a Hydra node), naming any unknown key.
+
+        Args:
+            values: The fields by name; ``None`` gives the defaults.
+
+        Raises:
+            ToolError: A key is unknown, or a value does not fit its field.
+        """
+        return typed_config(cls, values, "ToolConfig", ToolError)

@@ -18,7 +18,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 
 from causaltrace.tools.config import MiB, ToolConfig
-from causaltrace.tools.episode import EpisodeData
+from causaltrace.tools.episode_data import EpisodeData
 
 
 class DerivedFiles(ABC):

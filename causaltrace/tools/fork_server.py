@@ -338,6 +338,7 @@ def warm(preload: list[str]) -> None:
     if "pandas" in preload:
         python_worker.warm(preload)
         if "pyarrow" in sys.modules:
+            # lazy: the host process rarely needs it; tool start-up stays fast
             import pyarrow.ipc  # noqa: F401  (the tables arrive as Arrow IPC files)
     else:
         for name in preload:

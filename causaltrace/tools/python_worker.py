@@ -111,6 +111,7 @@ class _CappedText:
 def _trim_heap() -> None:
     """Return free heap memory to the system (glibc keeps it otherwise)."""
     with contextlib.suppress(Exception):
+        # lazy: the sandboxed worker imports after its resource limits
         import ctypes
 
         ctypes.CDLL(None).malloc_trim(0)
@@ -193,6 +194,7 @@ class Worker:
     def load(self, request: dict) -> dict:
         if self.namespace is not None:
             return {"ok": False, "error": "this worker already serves an episode"}
+        # lazy: the sandboxed worker imports after its resource limits
         import pandas as pd
 
         pd.set_option("display.max_rows", 60)
@@ -426,9 +428,16 @@ def _mapped_frame(path: str):
     this process, never into the file (opened read-only) or another worker's view. No
     descriptor of the file stays open (:func:`_map_private`).
     """
+    # lazy: the sandboxed worker imports after its resource limits
     import numpy as np
+
+    # lazy: the sandboxed worker imports after its resource limits
     import pandas as pd
+
+    # lazy: the sandboxed worker imports after its resource limits
     import pyarrow as pa
+
+    # lazy: the sandboxed worker imports after its resource limits
     import pyarrow.ipc
 
     mapping, size = _map_private(path)
@@ -464,7 +473,10 @@ def _map_private(path: str):
     is never unmapped: the tables live as long as the worker, which serves one episode. Returns
     a writable buffer over the mapping and its size.
     """
+    # lazy: the sandboxed worker imports after its resource limits
     import ctypes
+
+    # lazy: the sandboxed worker imports after its resource limits
     import mmap
 
     libc = ctypes.CDLL(None, use_errno=True)
@@ -499,6 +511,7 @@ def _single_threaded_duckdb() -> None:
     threads were shed crashes when it is closed. Agent code may still ask for threads
     (``config={"threads": 4}``); they are then stopped after the call.
     """
+    # lazy: the sandboxed worker imports after its resource limits
     import duckdb
 
     default = duckdb.default_connection()
@@ -529,8 +542,10 @@ def warm(preload: list[str]) -> None:
     for name in preload:
         importlib.import_module(name)
     if "pandas" in sys.modules:
+        # lazy: the sandboxed worker imports after its resource limits
         import io
 
+        # lazy: the sandboxed worker imports after its resource limits
         import pandas as pd
 
         buffer = io.BytesIO()

@@ -88,7 +88,14 @@ _BY_NAME = {"sql": SQL_SPEC, "python": PYTHON_SPEC}
 
 def tool_schemas(names: Sequence[str] = ("sql", "python")) -> list[dict[str, Any]]:
     """Fresh OpenAI schemas of the named data tools, in order (``submit`` is per domain: see
-    :func:`causaltrace.env.contract.submit_spec`)."""
+    :func:`causaltrace.env.contract.submit_spec`).
+
+    Args:
+        names: The tools, from ``sql`` and ``python``; both by default.
+
+    Raises:
+        KeyError: A name is not a data tool.
+    """
     unknown = [n for n in names if n not in _BY_NAME]
     if unknown:
         raise KeyError(

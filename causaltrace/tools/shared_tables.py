@@ -17,7 +17,7 @@ from pathlib import Path
 
 from causaltrace.tools.config import ToolError
 from causaltrace.tools.derived import DerivedFiles
-from causaltrace.tools.episode import EpisodeData
+from causaltrace.tools.episode_data import EpisodeData
 
 ARROW_SUFFIX = ".arrow"
 
@@ -25,8 +25,13 @@ ARROW_SUFFIX = ".arrow"
 def build_arrow_tables(episode: EpisodeData, target: Path) -> None:
     """Write ``<table>.arrow`` (IPC file format, uncompressed: mappable as is) for each of the
     episode's tables into the new directory ``target``, atomically, world-readable."""
+    # lazy: the host process rarely needs it; tool start-up stays fast
     import pyarrow
+
+    # lazy: the host process rarely needs it; tool start-up stays fast
     import pyarrow.ipc
+
+    # lazy: the host process rarely needs it; tool start-up stays fast
     import pyarrow.parquet
 
     tmp = target.with_name(f".{target.name}.{os.urandom(6).hex()}.tmp")
@@ -56,6 +61,7 @@ class ArrowTables(DerivedFiles):
         build_arrow_tables(episode, target)
 
     def version(self) -> str:
+        # lazy: the host process rarely needs it; tool start-up stays fast
         import pyarrow
 
         return pyarrow.__version__

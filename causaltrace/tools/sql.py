@@ -41,7 +41,7 @@ from typing import Any, ClassVar
 
 from causaltrace.tools.config import MiB, ToolConfig, ToolError
 from causaltrace.tools.derived import DerivedFiles
-from causaltrace.tools.episode import EpisodeData
+from causaltrace.tools.episode_data import EpisodeData
 from causaltrace.tools.pool import SandboxProcess, WorkerDied, WorkerPool
 from causaltrace.tools.sandbox import SANDBOX_SITE, Launcher
 from causaltrace.tools.sql_worker import TIME_LIMIT_HINT, format_value, render_table
@@ -138,6 +138,7 @@ def build_database(episode: EpisodeData, target: Path, config: ToolConfig) -> No
     """Store the episode's tables in a DuckDB database file at ``target`` (atomically; the
     file is world-readable and read-only). Only fixed statements run here, on the episode's own
     Parquet files: no agent input reaches the host's DuckDB."""
+    # lazy: the host process rarely needs it; tool start-up stays fast
     import duckdb
 
     tmp = target.with_name(f".{target.name}.{os.urandom(6).hex()}.tmp")
@@ -174,6 +175,7 @@ class SqlDatabases(DerivedFiles):
         build_database(episode, target, self.config)
 
     def version(self) -> str:
+        # lazy: the host process rarely needs it; tool start-up stays fast
         import duckdb
 
         return duckdb.__version__

@@ -30,6 +30,7 @@ import os
 import re
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
@@ -109,6 +110,7 @@ class Refused(Exception):
 # -- statement checks (also imported by the host's tests) ---------------------------------------
 def _tokens(text: str) -> list[tuple[int, str, str]]:
     """(offset, kind, text) of each non-comment token, by DuckDB's own tokenizer."""
+    # lazy: the sandboxed worker imports after its resource limits
     import duckdb
 
     raw = duckdb.tokenize(text)
@@ -254,6 +256,7 @@ TIME_LIMIT_HINT = "Aggregate earlier, filter, or avoid large joins and huge list
 def error_text(exc: BaseException, timeout: float | None = None) -> str:
     """What the agent reads for a failed statement. DuckDB's advice to raise settings is cut:
     the settings are locked."""
+    # lazy: the sandboxed worker imports after its resource limits
     import duckdb
 
     message = str(exc).strip() or type(exc).__name__
@@ -279,7 +282,6 @@ class _Watchdog:
         threading.Thread(target=self._run, name="sql-watchdog", daemon=True).start()
 
     def arm(self, con, timeout: float | None) -> None:
-        import time
 
         with self._cond:
             self._con = con
@@ -291,7 +293,6 @@ class _Watchdog:
             self._deadline = None
 
     def _run(self) -> None:
-        import time
 
         while True:
             with self._cond:
@@ -325,6 +326,7 @@ class Worker:
 
     def load(self, request: dict) -> dict:
         """Open the episode's database file (built by the host) read-only, then lock it down."""
+        # lazy: the sandboxed worker imports after its resource limits
         import duckdb
 
         if self.con is not None:
@@ -436,6 +438,7 @@ class Worker:
 def warm() -> None:
     """Import DuckDB and load its code (a fork server runs this once for all its workers)."""
     global _warm
+    # lazy: the sandboxed worker imports after its resource limits
     import duckdb
 
     duckdb.connect(":memory:").close()

@@ -1,8 +1,8 @@
-"""The reference recipe's two training steps with TRL, driven by ``configs/train/*.yaml``:
+"""The reference recipe's two training steps with TRL, driven by ``causaltrace/conf/train/*.yaml``:
 supervised fine-tuning on the exported trajectories, then GRPO with the environment.
 
-    python3 -m causaltrace.training.recipe sft  --config configs/train/trl_sft.yaml
-    python3 -m causaltrace.training.recipe grpo --config configs/train/trl_grpo.yaml
+    causaltrace-train sft  --config causaltrace/conf/train/trl_sft.yaml
+    causaltrace-train grpo --config causaltrace/conf/train/trl_grpo.yaml
 
 A config holds the model, the data and ``config`` (the fields of TRL's ``SFTConfig`` or
 ``GRPOConfig``); ``overrides`` replace fields (the CPU smoke uses them to shrink a run).
@@ -11,19 +11,27 @@ See docs/training.md for the whole recipe, verl included.
 
 from __future__ import annotations
 
-import argparse
-import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from omegaconf import OmegaConf
+
 from causaltrace.errors import CausalTraceError
+from causaltrace.training.trl_env import make_trl_environment, trl_reward, trl_rows
 
 
 def load_recipe(path: str | Path, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A recipe config as a plain dict, with ``overrides`` (top-level keys, or ``config.<field>``
-    for the trainer's fields) applied."""
-    from omegaconf import OmegaConf
+    for the trainer's fields) applied.
+
+    Args:
+        path: The recipe's YAML file.
+        overrides: Values to replace, by key; none by default.
+
+    Raises:
+        CausalTraceError: The file does not exist or has no ``config`` mapping.
+    """
 
     path = Path(path)
     if not path.exists():
@@ -43,6 +51,7 @@ def _model_and_tokenizer(recipe: Mapping[str, Any]):
     model = recipe["model"]
     if not isinstance(model, str):  # an in-memory (model, tokenizer) pair, e.g. the smoke's
         return model
+    # optional: the train extra
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     return AutoModelForCausalLM.from_pretrained(model), AutoTokenizer.from_pretrained(model)
@@ -50,8 +59,17 @@ def _model_and_tokenizer(recipe: Mapping[str, Any]):
 
 def sft(recipe: Mapping[str, Any]) -> Path:
     """Fine-tune ``model`` on ``train_file`` (``causaltrace-export sft`` rows); returns the
-    directory the model and tokenizer were saved to (``config.output_dir``)."""
+    directory the model and tokenizer were saved to (``config.output_dir``).
+
+    Args:
+        recipe: The config from :func:`load_recipe`: ``model`` (a Hugging Face name or
+            directory, or an in-memory ``(model, tokenizer)`` pair), ``train_file`` and
+            ``config`` (``SFTConfig``'s fields).
+    """
+    # optional: the train extra
     from datasets import load_dataset
+
+    # optional: the train extra
     from trl import SFTConfig, SFTTrainer
 
     model, tokenizer = _model_and_tokenizer(recipe)
@@ -65,11 +83,21 @@ def sft(recipe: Mapping[str, Any]) -> Path:
 
 def grpo(recipe: Mapping[str, Any]) -> Path:
     """GRPO on ``dataset`` (a generated dataset directory) with the causaltrace environment;
-    the only reward is :func:`causaltrace.env.trl.trl_reward` (the TRACE composite)."""
-    from datasets import Dataset
-    from trl import GRPOConfig, GRPOTrainer
+    the only reward is :func:`causaltrace.training.trl_env.trl_reward` (the TRACE composite).
 
-    from causaltrace.env.trl import make_trl_environment, trl_reward, trl_rows
+    Args:
+        recipe: The config from :func:`load_recipe`: ``model`` (a name, a directory or a
+            ``(model, tokenizer)`` pair), ``dataset``, an optional ``limit`` on the prompts and
+            ``config`` (``GRPOConfig``'s fields).
+
+    Returns:
+        The directory the model and tokenizer were saved to (``config.output_dir``).
+    """
+    # optional: the train extra
+    from datasets import Dataset
+
+    # optional: the train extra
+    from trl import GRPOConfig, GRPOTrainer
 
     model, tokenizer = _model_and_tokenizer(recipe)
     env = make_trl_environment(recipe["dataset"])
@@ -94,38 +122,3 @@ def _save(trainer, tokenizer, output_dir: str) -> Path:
     trainer.save_model(str(out))
     tokenizer.save_pretrained(str(out))
     return out
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    from causaltrace.apps.errors import run_cli
-
-    return run_cli("causaltrace.training.recipe", _main, argv)
-
-
-def _main(argv: Sequence[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m causaltrace.training.recipe")
-    parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
-    parser.add_argument("step", choices=("sft", "grpo"))
-    parser.add_argument(
-        "--config", required=True, help="configs/train/trl_sft.yaml or trl_grpo.yaml"
-    )
-    parser.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", help="override (YAML value)"
-    )
-    args = parser.parse_args(argv)
-    import yaml
-
-    overrides = {}
-    for item in args.set:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise CausalTraceError(f"--set takes KEY=VALUE, got {item!r}")
-        overrides[key] = yaml.safe_load(value)
-    recipe = load_recipe(args.config, overrides)
-    out = (sft if args.step == "sft" else grpo)(recipe)
-    print(f"saved the {args.step} model to {out}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

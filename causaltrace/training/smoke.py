@@ -2,12 +2,12 @@
 training and an evaluation split, run the teacher, export the oracle-filtered SFT rows
 (measured in tokens), fine-tune, export the RL rows, run GRPO with the environment, and evaluate
 the trained checkpoint with the harness. Every step is the one the GPU recipe runs, with the
-recipe's own configs (configs/train/trl_*.yaml) shrunk by overrides; only the model is tiny.
+recipe's own configs (causaltrace/conf/train/trl_*.yaml) shrunk by overrides; only the model is tiny.
 
     python3 -m causaltrace.training.smoke --out /tmp/smoke
 
 Prints (and writes to ``<out>/smoke.json``) what each step produced. CI runs it
-(tests/test_training_recipe.py).
+(tests/training/test_training_recipe.py).
 """
 
 from __future__ import annotations
@@ -20,8 +20,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
-CONFIGS = ROOT / "configs" / "train"
+from causaltrace.agents import make_agent
+from causaltrace.datasets.generation import Job, run
+from causaltrace.datasets.reading import DatasetSource
+from causaltrace.env.contract import ToolContract
+from causaltrace.eval.harness import evaluate
+from causaltrace.training import recipe
+from causaltrace.training.export import TokenBudget, export_rl, export_sft
+from causaltrace.training.tiny import build_model, build_tokenizer
+
+CONFIGS = Path(__file__).resolve().parents[1] / "conf" / "train"  # the recipe's own configs
 
 CPU = {  # what makes the recipe's trainer configs run on a CPU in seconds
     "config.bf16": False,
@@ -37,8 +45,19 @@ def small_split(
     out: Path, name: str, n: int, seed: int, *, sliced: int | None = None, shard_size: int = 4
 ) -> Path:
     """A verified split of ``n`` episodes of the small ads preset (``sliced`` of them sliced,
-    default half; one 2-D), in a few seconds: the smoke's data, and the trainer tests'."""
-    from causaltrace.datasets.generation import Job, run
+    default half; one 2-D), in a few seconds: the smoke's data, and the trainer tests'.
+
+    Args:
+        out: The split's directory.
+        name: The dataset's name and split.
+        n: The number of episodes.
+        seed: The dataset's generation seed.
+        sliced: How many episodes have a sliced cause; ``n // 2`` by default.
+        shard_size: Episodes per shard; 4 by default.
+
+    Returns:
+        ``out``.
+    """
 
     sliced = n // 2 if sliced is None else sliced
     job = Job.from_config(
@@ -63,8 +82,6 @@ def small_split(
 
 
 def _evaluate(agent, dataset: Path, out: Path) -> dict[str, Any]:
-    from causaltrace.env.source import DatasetSource
-    from causaltrace.eval.harness import evaluate
 
     asyncio.run(evaluate(agent, DatasetSource(dataset), out, concurrency=2, progress=False))
     report = json.loads((out / "metrics.json").read_text())
@@ -79,13 +96,13 @@ def _evaluate(agent, dataset: Path, out: Path) -> dict[str, Any]:
 
 
 def run_smoke(out: str | Path, *, n_train: int = 8, n_eval: int = 2) -> dict[str, Any]:
-    """The whole chain under ``out``; returns a summary of every step."""
-    from causaltrace.agents import make_agent
-    from causaltrace.apps.export import TokenBudget, export_rl, export_sft
-    from causaltrace.env.contract import ToolContract
-    from causaltrace.env.source import DatasetSource
-    from causaltrace.training import recipe
-    from causaltrace.training.tiny import build_model, build_tokenizer
+    """The whole chain under ``out``; returns a summary of every step.
+
+    Args:
+        out: The directory every step writes under (data, runs, exports, checkpoints).
+        n_train: Episodes in the training split; 8 by default.
+        n_eval: Episodes in the held-out split; 2 by default.
+    """
 
     out = Path(out)
     summary: dict[str, Any] = {}

@@ -22,6 +22,7 @@ def _with_qwen_template(tokenizer):
     marks), and the response schema TRL parses tool calls with. GRPO renders multi-turn
     prompts with the training form, so SFT and GRPO then see the same text; the schema is
     attached first, while the template is still the one TRL recognizes."""
+    # optional: the train extra
     from trl.chat_template_utils import (
         add_response_schema,
         qwen2_5_chat_template,
@@ -45,8 +46,17 @@ def _corpus(extra: Iterable[str]) -> list[str]:
 
 
 def build_tokenizer(texts: Iterable[str] = (), vocab_size: int = 1024):
-    """A byte-level BPE tokenizer (any text round-trips) with the chat template."""
+    """A byte-level BPE tokenizer (any text round-trips) with the chat template.
+
+    Args:
+        texts: Extra text to train the BPE merges on, after a built-in sample of prompts, SQL,
+            Python and tool calls; none by default.
+        vocab_size: The vocabulary's size, special tokens included; 1024 by default.
+    """
+    # optional: the train extra
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    # optional: the train extra
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
@@ -69,8 +79,19 @@ def build_tokenizer(texts: Iterable[str] = (), vocab_size: int = 1024):
 
 
 def build_model(tokenizer, *, hidden: int = 32, layers: int = 2, seed: int = 0):
-    """A Qwen3 causal LM with random weights (seeded), sized to the tokenizer."""
+    """A Qwen3 causal LM with random weights (seeded), sized to the tokenizer.
+
+    Args:
+        tokenizer (PreTrainedTokenizerFast): The tokenizer the model is sized to (its length,
+            pad and end tokens).
+        hidden: The hidden size (divisible by 4, the number of heads); 32 by default.
+        layers: The number of decoder layers; 2 by default.
+        seed: The seed of torch's generator, which draws the weights; 0 by default.
+    """
+    # optional: the train extra
     import torch
+
+    # optional: the train extra
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     config = Qwen3Config(
@@ -95,7 +116,16 @@ def build_model(tokenizer, *, hidden: int = 32, layers: int = 2, seed: int = 0):
 
 
 def save_tiny(out: str | os.PathLike, texts: Iterable[str] = (), seed: int = 0) -> Path:
-    """Write a tiny model and its tokenizer to ``out`` (loadable with ``from_pretrained``)."""
+    """Write a tiny model and its tokenizer to ``out`` (loadable with ``from_pretrained``).
+
+    Args:
+        out: The directory to write.
+        texts: Extra text to train the tokenizer on; none by default.
+        seed: The seed of the model's weights; 0 by default.
+
+    Returns:
+        ``out`` as a path.
+    """
     out = Path(out)
     tokenizer = build_tokenizer(texts)
     model = build_model(tokenizer, seed=seed)

@@ -1,7 +1,8 @@
-"""The tutorial's steps after the domain: config, generation, inspection, evaluation.
+"""The tutorial's steps after the domain: config, generation, inspection, evaluation, and the
+domain's contract check.
 
 Run it from the repository root with ``python3 docs/tutorial/run_tutorial.py [OUT_DIR]``; the
-test ``tests/test_tutorial.py`` runs the same functions (see ``docs/tutorial-new-domain.md``).
+test ``tests/domains/test_tutorial.py`` runs the same functions (see ``docs/tutorial-new-domain.md``).
 """
 
 from __future__ import annotations
@@ -16,13 +17,27 @@ if str(HERE) not in sys.path:  # the domain is found as ``shop_domain:ShopDomain
     sys.path.insert(0, str(HERE))
 
 
+# --8<-- [start:check]
+def check():
+    """Check the domain against every contract the engine relies on: it raises
+    DomainContractError, naming the failed check, at the first one it breaks."""
+    from shop_domain import ShopDomain
+
+    from causaltrace.episodes.check import check_domain
+
+    result = check_domain(ShopDomain())
+    print(result)
+    return result
+
+
+# --8<-- [end:check]
+
+
 # --8<-- [start:config]
 def compose_config(out_dir: str) -> dict:
     """The project's generation config with the tutorial's domain and dataset configs."""
-    from hydra import compose, initialize_config_dir
+    from hydra import compose, initialize_config_module
     from omegaconf import OmegaConf
-
-    from causaltrace.apps.config_dir import config_dir
 
     overrides = [
         f"hydra.searchpath=[file://{HERE / 'conf'}]",  # adds conf/domain and conf/dataset
@@ -30,7 +45,7 @@ def compose_config(out_dir: str) -> dict:
         "dataset=shop_small",
         f"out_dir={out_dir}",
     ]
-    with initialize_config_dir(config_dir=config_dir(), version_base="1.3"):
+    with initialize_config_module(config_module="causaltrace.conf", version_base="1.3"):
         cfg = compose(config_name="generate", overrides=overrides)
     return OmegaConf.to_container(cfg, resolve=True)
 
@@ -137,6 +152,7 @@ def evaluate(out_dir: str, run_dir: str, agent_name: str = "random"):
 
 def main(out_dir: str | None = None) -> None:
     root = Path(out_dir or tempfile.mkdtemp(prefix="shop-"))
+    check()
     generate(str(root / "data"))
     inspect(str(root / "data"))
     for agent in ("random", "scripted"):

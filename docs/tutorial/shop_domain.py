@@ -9,6 +9,7 @@ import pandas as pd
 
 from causaltrace import (
     SCM,
+    CauseInfo,
     Constant,
     Dimension,
     Domain,
@@ -107,14 +108,14 @@ class ShopDomain(Domain):
                 scale_down("footfall"),
                 prior,
                 "fewer people come in (roadworks, a competitor)",
-                {"group": "demand", "confusers": ("CHECKOUT_OUTAGE",)},
+                CauseInfo("demand", confusers=("CHECKOUT_OUTAGE",)),
             ),
             InterventionPoint(
                 "CHECKOUT_OUTAGE",
                 scale_down("conversion"),
                 prior,
                 "the till or the app's checkout fails for some customers",
-                {"group": "conversion", "confusers": ("FOOTFALL_DROP",)},
+                CauseInfo("conversion", confusers=("FOOTFALL_DROP",)),
             ),
         ]
         return SCM(nodes, panel, points, name="tutorial-shop")

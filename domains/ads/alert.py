@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from causaltrace import AlertReading, raised_alert
-from causaltrace_domains.ads.causes import CAMPAIGN_WIDE, CAUSES, NO_SIGNAL
+from causaltrace_domains.ads.causes import CAMPAIGN_WIDE, CAUSES, DESCRIPTIONS, NO_SIGNAL
 
 # KPI -> (numerator, denominator or None, adverse direction: -1 means a fall is bad)
 KPIS: dict[str, tuple[str, str | None, int]] = {
@@ -187,7 +187,7 @@ def task_prompt(
     no_slice = [c for c, s in CAUSES.items() if s.group in (CAMPAIGN_WIDE, NO_SIGNAL)]
     alert_lines = "\n".join(f"ALERT: {line}" for line in alerts)
     plural = f"{len(alerts)} alert" + ("s" if len(alerts) > 1 else "")
-    causes = "\n".join(f"- {name}: {spec.description}" for name, spec in CAUSES.items())
+    causes = "\n".join(f"- {name}: {text}" for name, text in DESCRIPTIONS.items())
     table_list = ", ".join(sorted(tables))
     dims = "\n".join(f"- {d}: {', '.join(levels)}" for d, levels in dimensions.items())
     header = f"""You are the analyst on call for an e-commerce advertiser's ads account ({currency}).

@@ -19,7 +19,7 @@ ones are settled before the baseline weeks start. See docs/domain-ads.md (backgr
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -35,6 +35,7 @@ from causaltrace import (
     Slice,
     Window,
 )
+from causaltrace.core.config import typed_overrides
 from causaltrace.errors import CausalTraceError
 from causaltrace_domains.ads.account_state import AccountState, StatePrior, sample_state
 from causaltrace_domains.ads.config import US, AdsConfig, CampaignSpec
@@ -224,16 +225,7 @@ class BackgroundPrior:
 def _dataclass_from(cls: type, data: Any, where: str):
     if isinstance(data, cls):
         return data
-    data = dict(data or {})
-    known = {f.name for f in fields(cls)}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise CausalTraceError(f"ads {where}: unknown key(s) {unknown}; known: {sorted(known)}")
-    plain = {
-        k: dict(v) if isinstance(v, Mapping) else tuple(v) if isinstance(v, list | tuple) else v
-        for k, v in data.items()
-    }
-    return replace(cls(), **plain)
+    return replace(cls(), **typed_overrides(cls, data, f"ads {where}"))
 
 
 def background_prior(config: AdsConfig) -> BackgroundPrior:

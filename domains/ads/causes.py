@@ -8,11 +8,11 @@ profile, the channels its signal enters through, and the causes it is most easil
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import numpy as np
 
 from causaltrace import (
+    CauseInfo,
     Decay,
     InterventionDraw,
     InterventionPoint,
@@ -35,132 +35,129 @@ NO_SIGNAL = "no-signal"
 GROUPS = (CAMPAIGN_WIDE, SEGMENT_MIX, SEGMENT_SPECIFIC, NO_SIGNAL)
 
 
-@dataclass(frozen=True)
-class CauseSpec:
-    """What the domain declares about a cause besides its intervention."""
-
-    name: str
-    group: str
-    description: str
-    channels: tuple[str, ...]
-    confusers: tuple[str, ...]
-    account_change: str | None = None  # the change-history edit the account made, if any
-    # The median detection SNR of the cause's accepted episodes under the default account and
-    # prior (the verifier's signature statistic on the visible tables): the unit of a difficulty
-    # tier's SNR band. Measured on a fresh split of the ads_test composition (235 episodes, seed
-    # 424242; the campaign-wide COMPETITIVE_PRESSURE and DEMAND_SHIFT on 48 episodes of theirs
-    # after their effects became heterogeneous) with
-    # `python -m causaltrace.episodes.difficulty <dir>`; None for the no-signal cause.
-    typical_snr: float | None = None
-
-
-CAUSES: dict[str, CauseSpec] = {
-    c.name: c
-    for c in (
-        CauseSpec(
-            "BUDGET_CAP",
-            CAMPAIGN_WIDE,
-            "daily budgets were cut below what campaigns spend; delivery is throttled to fit them "
-            "and impressions are lost",
-            ("volume",),
-            ("DEMAND_SHIFT", "COMPETITIVE_PRESSURE"),
-            "budget",
-            typical_snr=6.7,
-        ),
-        CauseSpec(
-            "COMPETITIVE_PRESSURE",
-            CAMPAIGN_WIDE,
-            "competitors bid up: CPCs rise and more impressions are lost on ad rank",
-            ("volume", "rate"),
-            ("BUDGET_CAP", "DEMAND_SHIFT"),
-            typical_snr=4.2,
-        ),
-        CauseSpec(
-            "DEMAND_SHIFT",
-            CAMPAIGN_WIDE,
-            "fewer people search or browse: auctions fall while share and rates hold",
-            ("volume",),
-            ("BUDGET_CAP", "COMPETITIVE_PRESSURE"),
-            typical_snr=2.2,
-        ),
-        CauseSpec(
-            "TARGETING_EXPANSION",
-            SEGMENT_MIX,
-            "targeting was widened to a low-intent segment, whose share of traffic grows",
-            ("mix", "rate"),
-            ("BID_MODIFIER_CHANGE", "PLACEMENT_SHIFT"),
-            "targeting",
-            typical_snr=6.9,
-        ),
-        CauseSpec(
-            "PLACEMENT_SHIFT",
-            SEGMENT_MIX,
-            "automatic placement moved volume to a cheap, low-converting placement",
-            ("mix",),
-            ("TARGETING_EXPANSION", "INVALID_TRAFFIC"),
-            typical_snr=10.1,
-        ),
-        CauseSpec(
-            "BID_MODIFIER_CHANGE",
-            SEGMENT_MIX,
-            "a bid adjustment on a device, geo or audience changed that segment's share (manual "
-            "CPC campaigns apply adjustments; smart bidding ignores them)",
-            ("mix", "rate"),
-            ("TARGETING_EXPANSION", "COMPETITIVE_PRESSURE"),
-            "bid_modifier",
-            typical_snr=4.4,
-        ),
-        CauseSpec(
-            "CREATIVE_FATIGUE",
-            SEGMENT_SPECIFIC,
-            "an ad wears out: its CTR decays as its audience sees it again and again",
-            ("rate",),
-            ("AD_DISAPPROVAL", "DEMAND_SHIFT"),
-            typical_snr=14.3,
-        ),
-        CauseSpec(
-            "TRACKING_OUTAGE",
-            SEGMENT_SPECIFIC,
-            "the conversion tag stops firing for some users; real orders are unchanged",
-            ("rate",),
-            ("LANDING_PAGE_BREAK", "NO_ANOMALY"),
-            typical_snr=17.5,
-        ),
-        CauseSpec(
-            "LANDING_PAGE_BREAK",
-            SEGMENT_SPECIFIC,
-            "the landing page breaks for some users: real orders fall with conversions",
-            ("rate",),
-            ("TRACKING_OUTAGE", "INVALID_TRAFFIC"),
-            typical_snr=18.0,
-        ),
-        CauseSpec(
-            "INVALID_TRAFFIC",
-            SEGMENT_SPECIFIC,
-            "bots click the ads: CTR and invalid clicks rise, conversion rate falls",
-            ("rate",),
-            ("LANDING_PAGE_BREAK", "PLACEMENT_SHIFT"),
-            typical_snr=15.9,
-        ),
-        CauseSpec(
-            "AD_DISAPPROVAL",
-            SEGMENT_SPECIFIC,
-            "an ad is disapproved and stops serving; the other ads absorb part of its traffic",
-            ("mix", "volume"),
-            ("CREATIVE_FATIGUE", "BUDGET_CAP"),
-            "policy",
-            typical_snr=298.6,
-        ),
-        CauseSpec(
-            "NO_ANOMALY",
-            NO_SIGNAL,
-            "no fault: the alert fired on noise, seasonality or a routine change (a promotion "
-            "ending, a paused campaign, a bidding learning period)",
-            (),
-            ("TRACKING_OUTAGE", "DEMAND_SHIFT"),
-        ),
-    )
+# What the domain declares about each cause besides its intervention (the engine's CauseInfo):
+# its group, the causes it is most easily confused with, the channels its signal enters through
+# and, in ``extra``, the change-history edit the account made (``account_change``), if any.
+# typical_snr is the median detection SNR of the cause's accepted episodes under the default
+# account and prior (the verifier's signature statistic on the visible tables): the unit of a
+# difficulty tier's SNR band. Measured on a fresh split of the ads_test composition (235
+# episodes, seed 424242; the campaign-wide COMPETITIVE_PRESSURE and DEMAND_SHIFT on 48 episodes
+# of theirs after their effects became heterogeneous) with
+# `python -m causaltrace.episodes.difficulty <dir>`; None for the no-signal cause.
+CAUSES: dict[str, CauseInfo] = {
+    "BUDGET_CAP": CauseInfo(
+        CAMPAIGN_WIDE,
+        confusers=("DEMAND_SHIFT", "COMPETITIVE_PRESSURE"),
+        channels=("volume",),
+        typical_snr=6.7,
+        extra={"account_change": "budget"},
+    ),
+    "COMPETITIVE_PRESSURE": CauseInfo(
+        CAMPAIGN_WIDE,
+        confusers=("BUDGET_CAP", "DEMAND_SHIFT"),
+        channels=("volume", "rate"),
+        typical_snr=4.2,
+    ),
+    "DEMAND_SHIFT": CauseInfo(
+        CAMPAIGN_WIDE,
+        confusers=("BUDGET_CAP", "COMPETITIVE_PRESSURE"),
+        channels=("volume",),
+        typical_snr=2.2,
+    ),
+    "TARGETING_EXPANSION": CauseInfo(
+        SEGMENT_MIX,
+        confusers=("BID_MODIFIER_CHANGE", "PLACEMENT_SHIFT"),
+        channels=("mix", "rate"),
+        typical_snr=6.9,
+        extra={"account_change": "targeting"},
+    ),
+    "PLACEMENT_SHIFT": CauseInfo(
+        SEGMENT_MIX,
+        confusers=("TARGETING_EXPANSION", "INVALID_TRAFFIC"),
+        channels=("mix",),
+        typical_snr=10.1,
+    ),
+    "BID_MODIFIER_CHANGE": CauseInfo(
+        SEGMENT_MIX,
+        confusers=("TARGETING_EXPANSION", "COMPETITIVE_PRESSURE"),
+        channels=("mix", "rate"),
+        typical_snr=4.4,
+        extra={"account_change": "bid_modifier"},
+    ),
+    "CREATIVE_FATIGUE": CauseInfo(
+        SEGMENT_SPECIFIC,
+        confusers=("AD_DISAPPROVAL", "DEMAND_SHIFT"),
+        channels=("rate",),
+        typical_snr=14.3,
+    ),
+    "TRACKING_OUTAGE": CauseInfo(
+        SEGMENT_SPECIFIC,
+        confusers=("LANDING_PAGE_BREAK", "NO_ANOMALY"),
+        channels=("rate",),
+        typical_snr=17.5,
+    ),
+    "LANDING_PAGE_BREAK": CauseInfo(
+        SEGMENT_SPECIFIC,
+        confusers=("TRACKING_OUTAGE", "INVALID_TRAFFIC"),
+        channels=("rate",),
+        typical_snr=18.0,
+    ),
+    "INVALID_TRAFFIC": CauseInfo(
+        SEGMENT_SPECIFIC,
+        confusers=("LANDING_PAGE_BREAK", "PLACEMENT_SHIFT"),
+        channels=("rate",),
+        typical_snr=15.9,
+    ),
+    "AD_DISAPPROVAL": CauseInfo(
+        SEGMENT_SPECIFIC,
+        confusers=("CREATIVE_FATIGUE", "BUDGET_CAP"),
+        channels=("mix", "volume"),
+        typical_snr=298.6,
+        extra={"account_change": "policy"},
+    ),
+    "NO_ANOMALY": CauseInfo(
+        NO_SIGNAL, confusers=("TRACKING_OUTAGE", "DEMAND_SHIFT"), no_signal=True
+    ),
 }
+
+# What the prompt says each cause is (in this order).
+DESCRIPTIONS: dict[str, str] = {
+    "BUDGET_CAP": (
+        "daily budgets were cut below what campaigns spend; delivery is throttled to fit them and "
+        "impressions are lost"
+    ),
+    "COMPETITIVE_PRESSURE": (
+        "competitors bid up: CPCs rise and more impressions are lost on ad rank"
+    ),
+    "DEMAND_SHIFT": "fewer people search or browse: auctions fall while share and rates hold",
+    "TARGETING_EXPANSION": (
+        "targeting was widened to a low-intent segment, whose share of traffic grows"
+    ),
+    "PLACEMENT_SHIFT": "automatic placement moved volume to a cheap, low-converting placement",
+    "BID_MODIFIER_CHANGE": (
+        "a bid adjustment on a device, geo or audience changed that segment's share (manual CPC "
+        "campaigns apply adjustments; smart bidding ignores them)"
+    ),
+    "CREATIVE_FATIGUE": "an ad wears out: its CTR decays as its audience sees it again and again",
+    "TRACKING_OUTAGE": "the conversion tag stops firing for some users; real orders are unchanged",
+    "LANDING_PAGE_BREAK": (
+        "the landing page breaks for some users: real orders fall with conversions"
+    ),
+    "INVALID_TRAFFIC": "bots click the ads: CTR and invalid clicks rise, conversion rate falls",
+    "AD_DISAPPROVAL": (
+        "an ad is disapproved and stops serving; the other ads absorb part of its traffic"
+    ),
+    "NO_ANOMALY": (
+        "no fault: the alert fired on noise, seasonality or a routine change (a promotion ending, "
+        "a paused campaign, a bidding learning period)"
+    ),
+}
+
+
+def account_change(cause: str) -> str | None:
+    """The change-history edit the account made with ``cause`` (None: the cause is no edit)."""
+    return CAUSES[cause].extra.get("account_change")
+
 
 ONE_D_AND_TWO_D = (1.0, 1.0)  # equal prior weight on 1D and 2D slices
 
@@ -384,23 +381,7 @@ def intervention_points(
         ),
         "NO_ANOMALY": (_nothing, InterventionPrior(onset=onset)),
     }
-    points = []
-    for name, (build, prior) in priors.items():
-        spec = CAUSES[name]
-        points.append(
-            InterventionPoint(
-                name,
-                build,
-                prior,
-                spec.description,
-                {
-                    "group": spec.group,
-                    "channels": spec.channels,
-                    "confusers": spec.confusers,
-                    "account_change": spec.account_change,
-                    "no_signal": spec.group == NO_SIGNAL,
-                    "typical_snr": spec.typical_snr,
-                },
-            )
-        )
-    return points
+    return [
+        InterventionPoint(name, build, prior, DESCRIPTIONS[name], CAUSES[name])
+        for name, (build, prior) in priors.items()
+    ]

@@ -1,6 +1,6 @@
 """The channels an ads cause's signal enters through, read from KPI totals (for the audit).
 
-Each cause declares its channels (``CauseSpec.channels``): ``volume`` (how much the account
+Each cause declares its channels (``CauseInfo.channels``): ``volume`` (how much the account
 serves), ``mix`` (which segments it serves) and ``rate`` (per-impression and per-click rates).
 These readings of one world's post-onset totals (inside the slice and over the account, as a
 label records them for the factual and the counterfactual world) let the audit check the

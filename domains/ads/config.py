@@ -8,9 +8,10 @@ from a Hydra/OmegaConf mapping and names any unknown key.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from causaltrace.core.config import typed_overrides
 from causaltrace.errors import CausalTraceError
 
 DEVICE_BROWSERS: dict[str, tuple[str, ...]] = {
@@ -226,7 +227,7 @@ SMALL_CAMPAIGNS: tuple[CampaignSpec, ...] = (
 
 @dataclass(frozen=True)
 class AdsConfig:
-    """The ads account and simulation settings (see ``configs/domain/ads*.yaml``)."""
+    """The ads account and simulation settings (see ``domains/ads/conf/domain/ads*.yaml``)."""
 
     campaigns: tuple[CampaignSpec, ...] = DEFAULT_CAMPAIGNS
     start: str = "2026-01-05"
@@ -298,19 +299,11 @@ class AdsConfig:
             raise CausalTraceError(
                 f"ads domain: unknown preset {preset!r}; known: {sorted(PRESETS)}"
             )
-        known = {f.name for f in fields(cls)}
         for key in ("name", "_target_"):
             data.pop(key, None)
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise CausalTraceError(
-                f"ads domain config: unknown key(s) {unknown}; known: {sorted(known)}"
-            )
         if "campaigns" in data:
             data["campaigns"] = tuple(_campaign(c) for c in data["campaigns"])
-        for key in ("holidays", "onset_window", "decoy_edits", "weekday_cvr"):
-            if key in data:
-                data[key] = tuple(data[key])
+        data = typed_overrides(cls, data, "ads domain config")
         return replace(base, **data)
 
 

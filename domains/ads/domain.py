@@ -18,7 +18,7 @@ from causaltrace_domains.ads.alert import (
     task_prompt,
 )
 from causaltrace_domains.ads.attribution import AlertAttribution
-from causaltrace_domains.ads.causes import CAUSES, intervention_points
+from causaltrace_domains.ads.causes import account_change, intervention_points
 from causaltrace_domains.ads.changes import change_history, draw_edits, sample_background
 from causaltrace_domains.ads.config import AdsConfig
 from causaltrace_domains.ads.dictionary import DATA_DICTIONARY
@@ -90,9 +90,8 @@ class AdsDomain(Domain):
         edits = []
         specs = {c.name: c for c in cfg.campaigns}
         for each in (draw, *also):  # a concurrent episode's causes each log their own edit
-            account_change = CAUSES[each.point].account_change
             hour = int(streams["cause"].integers(7, 20))
-            edits += draw_edits(account_change, each, panel, specs, hour)
+            edits += draw_edits(account_change(each.point), each, panel, specs, hour)
         shares = render.impression_share_daily(panel, world)
         tables = {
             "perf_daily": render.perf_daily(panel, world),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from causaltrace import (
     SCM,
+    CauseInfo,
     Constant,
     Dimension,
     Domain,
@@ -91,7 +92,7 @@ class ExampleDomain(Domain):
                 "fewer people arrive, on every channel and region",
                 # typical_snr: the median detection SNR of accepted episodes at the default
                 # prior (`python -m causaltrace.episodes.difficulty DATASET`), the unit of SNR bands.
-                {"group": "site-wide", "typical_snr": 7.0},
+                CauseInfo("site-wide", typical_snr=7.0),
             ),
             InterventionPoint(
                 "CHECKOUT_BUG",
@@ -100,7 +101,7 @@ class ExampleDomain(Domain):
                     slice_dims=SLICE_DIMS, strength=(0.3, 0.8), onset=onset, profiles=profiles
                 ),
                 "checkout breaks for some visitors: real orders fall",
-                {"group": "segment-specific", "confusers": ("TRACKING_LOSS",), "typical_snr": 2.3},
+                CauseInfo("segment-specific", confusers=("TRACKING_LOSS",), typical_snr=2.3),
             ),
             InterventionPoint(
                 "TRACKING_LOSS",
@@ -109,7 +110,7 @@ class ExampleDomain(Domain):
                     slice_dims=SLICE_DIMS, strength=(0.3, 0.8), onset=onset, profiles=profiles
                 ),
                 "the order tag stops firing for some visitors: only tracked orders fall",
-                {"group": "segment-specific", "confusers": ("CHECKOUT_BUG",), "typical_snr": 1.5},
+                CauseInfo("segment-specific", confusers=("CHECKOUT_BUG",), typical_snr=1.5),
             ),
         ]
         return SCM(nodes, panel, points, name="example-webshop")
@@ -118,11 +119,19 @@ class ExampleDomain(Domain):
     def render(self, world, draw, background, rng, *, also=()):
         return render_tables(self.scm.panel, world)  # the shop logs no edits: draws unused
 
+    # -- the monitor (causaltrace.Monitor: all four methods) -------------------------------
     def alert_readings(self, tables):
         return alert_readings(tables)
 
     def monitor_tables(self, world):
         return render_tables(self.scm.panel, world)  # deterministic: it draws nothing
+
+    def alert_kpi(self, tables) -> str:
+        readings = self.alert_readings(tables)
+        return (raised_alert(readings) or max(readings, key=lambda r: r.severity)).kpi
+
+    def kpi_daily(self, world, kpi):
+        return world[kpi].sum(axis=0)  # orders and tracked orders of the whole shop per day
 
     def task_prompt(self, tables) -> str:
         """The raised alert and the task. With the alert gate off (``verifier=off``) a draw may

@@ -1,4 +1,8 @@
-"""Mechanisms of the example web shop: pure, vectorized functions over the whole panel."""
+"""Mechanisms of the example web shop: pure, vectorized functions over the whole panel.
+
+Each declares how its noise is recovered from an observation (for counterfactuals from data and
+the DoWhy export) by its base class: :class:`~causaltrace.InvertibleMechanism` for a noise that
+is a function of the value, :class:`~causaltrace.IntervalInvertibleMechanism` for a count."""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from causaltrace import Panel
+from causaltrace import IntervalInvertibleMechanism, InvertibleMechanism, Panel
 from causaltrace.model.distributions import (
     binomial_cdf,
     binomial_icdf,
@@ -19,7 +23,7 @@ from causaltrace.model.distributions import (
 
 
 @dataclass(frozen=True)
-class Demand:
+class Demand(InvertibleMechanism):
     """Expected visits: a per-channel base, a weekly cycle and a daily log-normal shock."""
 
     base_by_channel: tuple[float, ...]
@@ -40,7 +44,7 @@ class Demand:
 
 
 @dataclass(frozen=True)
-class ChannelRate:
+class ChannelRate(InvertibleMechanism):
     """A per-channel rate with small multiplicative noise (e.g. checkout conversion)."""
 
     rate_by_channel: tuple[float, ...]
@@ -57,7 +61,7 @@ class ChannelRate:
 
 
 @dataclass(frozen=True)
-class PoissonCount:
+class PoissonCount(IntervalInvertibleMechanism):
     """Counts with mean given by the ``mean`` parent."""
 
     mean: str
@@ -71,7 +75,7 @@ class PoissonCount:
 
 
 @dataclass(frozen=True)
-class BinomialThin:
+class BinomialThin(IntervalInvertibleMechanism):
     """``trials`` thinned with probability ``rate`` (e.g. visits that order)."""
 
     trials: str

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from causaltrace import AlertReading, raised_alerts
-from causaltrace_domains.services.causes import CAUSES, GLOBAL, NO_SIGNAL
+from causaltrace_domains.services.causes import CAUSES, DESCRIPTIONS, GLOBAL, NO_SIGNAL
 from causaltrace_domains.services.topology import APP, BUCKETS_PER_DAY, QUEUE, REGIONS, SERVICES
 
 WINDOW = 8  # buckets: the last two hours
@@ -165,7 +165,7 @@ def task_prompt(
     alerts: str, n_alerts: int, tables: Mapping[str, int], concurrent: bool = False
 ) -> str:
     whole = [c for c, s in CAUSES.items() if s.group in (GLOBAL, NO_SIGNAL)]
-    causes = "\n".join(f"- {name}: {spec.description}" for name, spec in CAUSES.items())
+    causes = "\n".join(f"- {name}: {text}" for name, text in DESCRIPTIONS.items())
     table_list = ", ".join(sorted(tables))
     thresholds = ", ".join(f"{LABELS[k]} +{v:.0%}" for k, v in THRESHOLDS.items())
     paged = "one alert" if n_alerts == 1 else f"{n_alerts} alerts"

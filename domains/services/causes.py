@@ -8,11 +8,11 @@ signatures do not explain an accepted episode as well). See docs/domain-services
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
 from causaltrace import (
+    CauseInfo,
     InterventionDraw,
     InterventionPoint,
     InterventionPrior,
@@ -39,110 +39,113 @@ NO_SIGNAL = "no-signal"
 GROUPS = (GLOBAL, PROPAGATING, LOCALIZED, NO_SIGNAL)
 
 
-@dataclass(frozen=True)
-class CauseSpec:
-    """What the domain declares about a cause besides its intervention."""
-
-    name: str
-    group: str
-    description: str
-    confusers: tuple[str, ...]
-    change: str | None = None  # the change-log entry the cause itself makes, if any
-    # Median detection SNR of accepted episodes (the unit of a difficulty tier's SNR band);
-    # measured with `python -m causaltrace.episodes.difficulty` on a 396-episode split at the
-    # default difficulty (docs/domain-services.md, measured numbers).
-    typical_snr: float | None = None
-
-
-CAUSES: dict[str, CauseSpec] = {
-    c.name: c
-    for c in (
-        CauseSpec(
-            "TRAFFIC_SURGE",
-            GLOBAL,
-            "more requests arrive at the frontend in every region (most in one) than at this "
-            "time on other days (more buyers or more browsers than usual); the services "
-            "downstream take the extra load",
-            ("NOISY_NEIGHBOUR", "DB_REPLICA_SATURATION", "CONFIG_CHANGE", "QUEUE_CONSUMER_STALL"),
-            typical_snr=6.9,
-        ),
-        CauseSpec(
-            "SLOW_DEPENDENCY",
-            PROPAGATING,
-            "a dependency (database, search cluster or payment provider) answers slowly "
-            "without using more CPU; its callers' latency rises with it",
-            ("DB_REPLICA_SATURATION", "NOISY_NEIGHBOUR", "CACHE_NODE_LOSS"),
-            typical_snr=13.0,
-        ),
-        CauseSpec(
-            "BAD_DEPLOY",
-            LOCALIZED,
-            "a new version of one service in one region fails requests and uses more memory",
-            ("CONFIG_CHANGE", "NOISY_NEIGHBOUR"),
-            change="deploy",
-            typical_snr=5.8,
-        ),
-        CauseSpec(
-            "DB_REPLICA_SATURATION",
-            LOCALIZED,
-            "a database replica in one region has less CPU for queries (a runaway query, "
-            "vacuum, a lost replica): CPU per query and its latency rise",
-            (
-                "SLOW_DEPENDENCY",
-                "NOISY_NEIGHBOUR",
-                "CACHE_NODE_LOSS",
-                "TRAFFIC_SURGE",
-                "QUEUE_CONSUMER_STALL",
-            ),
-            typical_snr=11.1,
-        ),
-        CauseSpec(
-            "CACHE_NODE_LOSS",
-            LOCALIZED,
-            "a cache cluster in one region loses nodes: its hit rate falls and the misses load "
-            "the database behind it",
-            ("SLOW_DEPENDENCY", "DB_REPLICA_SATURATION", "QUEUE_CONSUMER_STALL"),
-            typical_snr=34.6,
-        ),
-        CauseSpec(
-            "CONFIG_CHANGE",
-            LOCALIZED,
-            "a config change shrank one service's connection pool in one region: requests "
-            "queue for connections, slow down and time out",
-            ("BAD_DEPLOY", "NOISY_NEIGHBOUR"),
-            change="config",
-            typical_snr=6.1,
-        ),
-        CauseSpec(
+# What the domain declares about each cause besides its intervention (the engine's CauseInfo):
+# its group, the causes it is most easily confused with and, in ``extra``, the change-log entry
+# the cause itself makes (``change``), if any. typical_snr is the median detection SNR of
+# accepted episodes (the unit of a difficulty tier's SNR band); measured with `python -m
+# causaltrace.episodes.difficulty` on a 396-episode split at the default difficulty
+# (docs/domain-services.md, measured numbers).
+CAUSES: dict[str, CauseInfo] = {
+    "TRAFFIC_SURGE": CauseInfo(
+        GLOBAL,
+        confusers=(
             "NOISY_NEIGHBOUR",
-            LOCALIZED,
-            "another tenant on the shared hosts of one service in one region (ours, a database "
-            "or the search cluster) takes CPU: the service slows down, and its callers with it",
-            (
-                "SLOW_DEPENDENCY",
-                "DB_REPLICA_SATURATION",
-                "TRAFFIC_SURGE",
-                "BAD_DEPLOY",
-                "CONFIG_CHANGE",
-            ),
-            typical_snr=8.6,
-        ),
-        CauseSpec(
+            "DB_REPLICA_SATURATION",
+            "CONFIG_CHANGE",
             "QUEUE_CONSUMER_STALL",
-            LOCALIZED,
-            "the consumers of the order queue in one region slow down (stuck workers): the "
-            "queue backs up while the database behind them is healthy",
-            ("SLOW_DEPENDENCY", "DB_REPLICA_SATURATION"),
-            typical_snr=11.1,
         ),
-        CauseSpec(
-            "NO_ANOMALY",
-            NO_SIGNAL,
-            "no fault: the alert fired on noise, a short latency blip or a routine change",
-            ("BAD_DEPLOY", "TRAFFIC_SURGE"),
+        typical_snr=6.9,
+    ),
+    "SLOW_DEPENDENCY": CauseInfo(
+        PROPAGATING,
+        confusers=("DB_REPLICA_SATURATION", "NOISY_NEIGHBOUR", "CACHE_NODE_LOSS"),
+        typical_snr=13.0,
+    ),
+    "BAD_DEPLOY": CauseInfo(
+        LOCALIZED,
+        confusers=("CONFIG_CHANGE", "NOISY_NEIGHBOUR"),
+        typical_snr=5.8,
+        extra={"change": "deploy"},
+    ),
+    "DB_REPLICA_SATURATION": CauseInfo(
+        LOCALIZED,
+        confusers=(
+            "SLOW_DEPENDENCY",
+            "NOISY_NEIGHBOUR",
+            "CACHE_NODE_LOSS",
+            "TRAFFIC_SURGE",
+            "QUEUE_CONSUMER_STALL",
         ),
-    )
+        typical_snr=11.1,
+    ),
+    "CACHE_NODE_LOSS": CauseInfo(
+        LOCALIZED,
+        confusers=("SLOW_DEPENDENCY", "DB_REPLICA_SATURATION", "QUEUE_CONSUMER_STALL"),
+        typical_snr=34.6,
+    ),
+    "CONFIG_CHANGE": CauseInfo(
+        LOCALIZED,
+        confusers=("BAD_DEPLOY", "NOISY_NEIGHBOUR"),
+        typical_snr=6.1,
+        extra={"change": "config"},
+    ),
+    "NOISY_NEIGHBOUR": CauseInfo(
+        LOCALIZED,
+        confusers=(
+            "SLOW_DEPENDENCY",
+            "DB_REPLICA_SATURATION",
+            "TRAFFIC_SURGE",
+            "BAD_DEPLOY",
+            "CONFIG_CHANGE",
+        ),
+        typical_snr=8.6,
+    ),
+    "QUEUE_CONSUMER_STALL": CauseInfo(
+        LOCALIZED, confusers=("SLOW_DEPENDENCY", "DB_REPLICA_SATURATION"), typical_snr=11.1
+    ),
+    "NO_ANOMALY": CauseInfo(NO_SIGNAL, confusers=("BAD_DEPLOY", "TRAFFIC_SURGE"), no_signal=True),
 }
+
+# What the prompt says each cause is (in this order).
+DESCRIPTIONS: dict[str, str] = {
+    "TRAFFIC_SURGE": (
+        "more requests arrive at the frontend in every region (most in one) than at this time on "
+        "other days (more buyers or more browsers than usual); the services downstream take the "
+        "extra load"
+    ),
+    "SLOW_DEPENDENCY": (
+        "a dependency (database, search cluster or payment provider) answers slowly without using "
+        "more CPU; its callers' latency rises with it"
+    ),
+    "BAD_DEPLOY": "a new version of one service in one region fails requests and uses more memory",
+    "DB_REPLICA_SATURATION": (
+        "a database replica in one region has less CPU for queries (a runaway query, vacuum, a "
+        "lost replica): CPU per query and its latency rise"
+    ),
+    "CACHE_NODE_LOSS": (
+        "a cache cluster in one region loses nodes: its hit rate falls and the misses load the "
+        "database behind it"
+    ),
+    "CONFIG_CHANGE": (
+        "a config change shrank one service's connection pool in one region: requests queue for "
+        "connections, slow down and time out"
+    ),
+    "NOISY_NEIGHBOUR": (
+        "another tenant on the shared hosts of one service in one region (ours, a database or the "
+        "search cluster) takes CPU: the service slows down, and its callers with it"
+    ),
+    "QUEUE_CONSUMER_STALL": (
+        "the consumers of the order queue in one region slow down (stuck workers): the queue "
+        "backs up while the database behind them is healthy"
+    ),
+    "NO_ANOMALY": "no fault: the alert fired on noise, a short latency blip or a routine change",
+}
+
+
+def cause_change(cause: str) -> str | None:
+    """The kind of change-log entry ``cause`` itself makes (None: the cause is no change)."""
+    return CAUSES[cause].extra.get("change")
+
 
 TWO_D = (("service", "region"),)
 
@@ -278,22 +281,7 @@ def intervention_points(onset: tuple[int, int]) -> list[InterventionPoint]:
         ),
         "NO_ANOMALY": (_nothing, InterventionPrior(onset=onset)),
     }
-    points = []
-    for name, (build, prior) in priors.items():
-        spec = CAUSES[name]
-        points.append(
-            InterventionPoint(
-                name,
-                build,
-                prior,
-                spec.description,
-                {
-                    "group": spec.group,
-                    "confusers": spec.confusers,
-                    "change": spec.change,
-                    "no_signal": spec.group == NO_SIGNAL,
-                    "typical_snr": spec.typical_snr,
-                },
-            )
-        )
-    return points
+    return [
+        InterventionPoint(name, build, prior, DESCRIPTIONS[name], CAUSES[name])
+        for name, (build, prior) in priors.items()
+    ]

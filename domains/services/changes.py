@@ -17,7 +17,7 @@ versions follow each other, and a connection pool's old value is the one the pre
 left. A harmless pool resize is chosen above the cell's in-flight requests (rate x mean latency,
 Little's law) for as long as it stands (up to the next pool change the cause makes there, which
 stays a cut): in-flight requests below the pool wait for nothing, so applying the resize to the
-SCM would change no observed value (tests/test_services_decoys.py applies it and compares). A
+SCM would change no observed value (tests/domains/test_services_decoys.py applies it and compares). A
 resize that cannot be harmless (the pool already binds there) becomes another config edit. So
 whether a change is the cause shows only in the metrics: errors or pending connections moving
 from its time on, in its service and region.

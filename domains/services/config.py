@@ -1,6 +1,6 @@
 """The services domain's settings: the panel, and the knobs a difficulty tier may dial.
 
-Every field has a default (the nominal system); a domain config (``configs/domain/services.yaml``)
+Every field has a default (the nominal system); a domain config (``domains/services/conf/domain/services.yaml``)
 or a tier's ``difficulty.domain`` block overrides any of them by name. Unknown keys are refused
 by name, so a typo in a tier does not silently change nothing.
 """
@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from causaltrace.core.config import typed_config
 from causaltrace.errors import CausalTraceError
 
 
@@ -100,13 +101,7 @@ class ServicesConfig:
     def from_mapping(cls, data: Mapping[str, Any] | None) -> ServicesConfig:
         """Build from a domain config (``name`` and engine keys are not settings)."""
         data = {k: v for k, v in dict(data or {}).items() if k != "name"}
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise CausalTraceError(
-                f"services config: unknown key(s) {unknown}; known: {sorted(known)}"
-            )
-        return cls(**data)
+        return typed_config(cls, data, "services config")
 
 
 # What each knob dials (the domain's ``difficulty_knobs``).

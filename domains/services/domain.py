@@ -21,7 +21,7 @@ from causaltrace_domains.services.alert import (
     task_prompt,
 )
 from causaltrace_domains.services.background import sample_background
-from causaltrace_domains.services.causes import CAUSES, intervention_points
+from causaltrace_domains.services.causes import CAUSES, cause_change, intervention_points
 from causaltrace_domains.services.config import KNOBS, ServicesConfig
 from causaltrace_domains.services.dictionary import DATA_DICTIONARY
 from causaltrace_domains.services.evidence import ServicesEvidence
@@ -62,8 +62,8 @@ class ServicesDomain(Domain):
         n = self.scm.panel.n_time
         ranges = [
             tuple(o if o >= 0 else n + o for o in self.scm.point(c).prior.onset)
-            for c, spec in CAUSES.items()
-            if spec.change is not None
+            for c in CAUSES
+            if cause_change(c) is not None
         ]
         return min(r[0] for r in ranges), max(r[1] for r in ranges)
 
@@ -108,7 +108,7 @@ class ServicesDomain(Domain):
         a cause's change of that kind in its cell), and the background's scattered ones,
         resolved against ``world``."""
         panel = self.scm.panel
-        own = [s for d in draws for s in changes.cause_slots(d, CAUSES[d.point].change, cause_rng)]
+        own = [s for d in draws for s in changes.cause_slots(d, cause_change(d.point), cause_rng)]
         taken = Counter((s.service, s.region, s.kind) for s in own)
         alerted = [tuple(a.scope.split("@")) for a in page(monitor_readings(tables))]
         cells = changes.decoy_cells(alerted, self.settings.decoy_cells, alerted_rng)

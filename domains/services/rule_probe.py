@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from causaltrace.datasets.generation import load_index, load_labels, open_episode
+from causaltrace.datasets.reading import load_index, load_labels, open_episode
 from causaltrace_domains.services.topology import APP, EDGES
 
 MIN_RECALL = 0.3

@@ -2,7 +2,7 @@
 
 This is the model knowledge an analyst of this account has (docs/domain-ads.md: the causes'
 descriptions, their signatures and the slices each can act on), the same knowledge the audit's
-oracle is given; it says nothing about any episode. ``tests/test_teacher_investigator.py``
+oracle is given; it says nothing about any episode. ``tests/domains/test_teacher_investigator.py``
 checks ``SLICE_DIMS`` and ``ALLOWED`` against the domain's intervention priors, so the two
 cannot drift apart.
 """
