@@ -38,6 +38,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -70,6 +71,25 @@ class ModelServerUnavailable(ModelServerError):
     result for the episode (see ``causaltrace.eval.harness``)."""
 
     abort_run = True
+
+
+def check_base_url(url: str) -> None:
+    """A chat server's URL must be absolute http(s) with a host: anything else is a typo that
+    would otherwise cost every episode its retries before the run fails (issue 26).
+
+    Raises:
+        CausalTraceError: ``url`` is not ``http://host[:port][/path]`` or ``https://...``.
+    """
+    parsed = urlsplit(url)
+    try:
+        parsed.port  # noqa: B018  (parses the port: a bad one raises ValueError)
+    except ValueError as exc:
+        raise CausalTraceError(f"agent.base_url {url!r} has a bad port: {exc}") from None
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise CausalTraceError(
+            f"agent.base_url must be an http(s) URL with a host, e.g. http://localhost:8000/v1; "
+            f"got {url!r}"
+        )
 
 
 # HTTP statuses that mean the agent's configuration is wrong (key, URL, model), not the request.
@@ -232,6 +252,8 @@ class OpenAIAgent(Agent):
             )
         self.model = str(c["model"])
         self.base_url = c.get("base_url") or os.environ.get("OPENAI_BASE_URL") or None
+        if self.base_url is not None:
+            check_base_url(str(self.base_url))
         self.api_key = c.get("api_key") or os.environ.get("OPENAI_API_KEY") or "EMPTY"
         self.retries = int(_option(c, "retries", 5))
         self.backoff = float(_option(c, "backoff", 1.0))

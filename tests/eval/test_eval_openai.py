@@ -336,6 +336,26 @@ def test_agent_config_errors_name_the_key():
         make_agent("openai", {"model": "m", "temprature": 0.2})
 
 
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("not-a-url", "must be an http\\(s\\) URL with a host"),
+        ("localhost:8000/v1", "must be an http\\(s\\) URL with a host"),
+        ("ftp://models.example/v1", "must be an http\\(s\\) URL with a host"),
+        ("http://:8000/v1", "must be an http\\(s\\) URL with a host"),
+        ("http://localhost:99999/v1", "bad port"),
+    ],
+)
+def test_a_malformed_base_url_fails_before_any_episode(url, message):
+    """A typo in agent.base_url is one error when the agent is made (before the harness opens
+    any episode), not six retries per episode against a URL that cannot work."""
+    with pytest.raises(CausalTraceError, match=message):
+        make_agent("openai", {"model": "m", "base_url": url})
+    assert make_agent("openai", {"model": "m", "base_url": "http://localhost:8000/v1"}).server == (
+        "http://localhost:8000/v1"
+    )
+
+
 def test_parse_reply_tolerates_server_quirks():
     def body(**message):
         return {"choices": [{"message": {"role": "assistant", **message}}]}
