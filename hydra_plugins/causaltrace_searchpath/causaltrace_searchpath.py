@@ -94,7 +94,7 @@ class CausalTraceSearchPathPlugin(SearchPathPlugin):
         # The engine's primary configs start from structured-config schemas in the ConfigStore
         # (causaltrace.apps.schema): registered here too, for compose-API users.
         from causaltrace.apps.schema import (
-            register_schemas,  # optional: only for causaltrace's configs
+            register_schemas,  # lazy: other Hydra apps never pay for it
         )
 
         register_schemas()
