@@ -148,6 +148,59 @@ def _main(argv: Sequence[str]) -> int:
         help="YAML or JSON mapping of ToolConfig keys (e.g. warm_workers, python_timeout)",
     )
     srv.add_argument("--log-level", default="info", help="uvicorn log level")
+    srv.add_argument(
+        "--token-file",
+        default=None,
+        metavar="FILE",
+        help="where a generated bearer token is written (mode 0600) when CAUSALTRACE_SERVE_TOKEN "
+        "is unset (default $XDG_CACHE_HOME/causaltrace/serve-PORT.token, ~/.cache if unset)",
+    )
+    srv.add_argument(
+        "--docs", action="store_true", help="serve /docs, /redoc and /openapi.json (token needed)"
+    )
+    srv.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=4 * 1024 * 1024,
+        help="largest request body; 413 beyond (default 4194304, 4 MiB)",
+    )
+    srv.add_argument(
+        "--body-timeout",
+        type=float,
+        default=60.0,
+        help="seconds from a request's head to the end of its body; 408 beyond (default 60)",
+    )
+    srv.add_argument(
+        "--header-timeout",
+        type=float,
+        default=10.0,
+        help="seconds a connection has to send a complete request head; closed beyond (default 10)",
+    )
+    srv.add_argument(
+        "--keep-alive-timeout",
+        type=float,
+        default=5.0,
+        help="seconds an idle keep-alive connection is kept (default 5)",
+    )
+    srv.add_argument(
+        "--max-connections",
+        type=int,
+        default=512,
+        help="connections open at once; one more is answered 503 and closed (default 512)",
+    )
+    for flag, field, default in (
+        ("--cap-tool-calls", "env_config.max_tool_calls (and calls per turn)", 100),
+        ("--cap-turns", "env_config.max_turns", 100),
+        ("--cap-answer-chars", "env_config.reward.parse.max_answer_chars", 2048),
+        ("--cap-output-chars", "env_config.reward.parse.max_output_chars", 1_000_000),
+        ("--cap-answers", "env_config.reward.parse.max_answers", 16),
+    ):
+        srv.add_argument(
+            flag,
+            type=int,
+            default=default,
+            help=f"the most a client may set {field} to; 422 above (default {default})",
+        )
     args = parser.parse_args(argv)
     if args.command == "serve":
         return _serve(args)
@@ -212,6 +265,16 @@ def _serve(args: argparse.Namespace) -> int:
     for flag, value in (
         ("--idle-seconds", args.idle_seconds),
         ("--request-timeout", args.request_timeout),
+        ("--max-body-bytes", args.max_body_bytes),
+        ("--body-timeout", args.body_timeout),
+        ("--header-timeout", args.header_timeout),
+        ("--keep-alive-timeout", args.keep_alive_timeout),
+        ("--max-connections", args.max_connections),
+        ("--cap-tool-calls", args.cap_tool_calls),
+        ("--cap-turns", args.cap_turns),
+        ("--cap-answer-chars", args.cap_answer_chars),
+        ("--cap-output-chars", args.cap_output_chars),
+        ("--cap-answers", args.cap_answers),
     ):
         if value <= 0:
             raise CausalTraceError(f"{flag} must be > 0, got {value}")
@@ -225,8 +288,22 @@ def _serve(args: argparse.Namespace) -> int:
         ToolConfig.from_mapping(tool_config)  # unknown keys and bad values fail here, in one line
 
     # optional: the HTTP server needs fastapi and uvicorn (the serve extra)
-    from causaltrace.serve.http import serve
+    from causaltrace.serve.http import ServeLimits, SessionCaps, serve
 
+    limits = ServeLimits(
+        max_body_bytes=args.max_body_bytes,
+        body_timeout=args.body_timeout,
+        header_timeout=args.header_timeout,
+        keep_alive_timeout=args.keep_alive_timeout,
+        max_connections=args.max_connections,
+    )
+    caps = SessionCaps(
+        max_tool_calls=args.cap_tool_calls,
+        max_turns=args.cap_turns,
+        max_answer_chars=args.cap_answer_chars,
+        max_output_chars=args.cap_output_chars,
+        max_answers=args.cap_answers,
+    )
     serve(
         args.host,
         args.port,
@@ -234,6 +311,10 @@ def _serve(args: argparse.Namespace) -> int:
         tool_config=tool_config,
         request_timeout=args.request_timeout,
         log_level=args.log_level,
+        token_file=args.token_file,
+        limits=limits,
+        caps=caps,
+        docs=args.docs,
     )
     return 0
 

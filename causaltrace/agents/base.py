@@ -40,6 +40,14 @@ class Agent(ABC):
             rng: The episode's own generator (for any randomness of the agent).
         """
 
+    async def preflight(self) -> None:
+        """Check, before any episode starts, what every episode needs (e.g. that a model
+        server can be reached), and raise if it is missing: an exception with a true
+        ``abort_run`` attribute, or a :class:`~causaltrace.errors.RunFailure`, so a run fails in
+        seconds instead of once per episode. The evaluation harness calls it once per run
+        before it writes anything. Default: nothing to check."""
+        return None
+
     async def end_episode(self, session, error: str) -> None:
         """End ``session`` without an answer after a failure the agent cannot recover from.
 

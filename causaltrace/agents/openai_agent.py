@@ -23,16 +23,23 @@ such host), and a request the server refuses for its configuration (HTTP 401, 40
 wrong key, URL or model name). The evaluation harness records no result for the episodes they
 hit, so a re-run retries them.
 
+Before any episode, :meth:`OpenAIAgent.preflight` makes one cheap request (``GET
+{base_url}/models``, ``preflight_timeout`` seconds): a server that cannot be reached, or that
+refuses the key, fails the run in seconds, before a run directory is written, instead of after
+every first request's retries. ``preflight: false`` skips it (a server that answers ``GET
+/models`` with anything, even 404, passes: the check is for reachability).
+
 Config keys (``causaltrace/conf/agent/openai.yaml``): ``model`` (required), ``base_url``, ``api_key``
 (default: ``$OPENAI_API_KEY``, else ``"EMPTY"``), ``temperature``, ``top_p``, ``max_tokens``,
 ``extra_body``, ``tool_choice``, ``retries``, ``backoff``, ``max_backoff``, ``timeout``,
-``system_prompt``.
+``system_prompt``, ``preflight`` (true), ``preflight_timeout`` (5 s).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import re
 from collections.abc import Mapping
@@ -50,6 +57,8 @@ REASONING_KEYS = ("reasoning_content", "reasoning", "thinking")
 TOOL_CALL_BLOCK = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|\Z)", re.DOTALL)
 THINK_BLOCK = re.compile(r"<think>.*?(?:</think>|\Z)", re.DOTALL)
 NAME_FIELD = re.compile(r'"name"\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+log = logging.getLogger(__name__)
 
 
 class ModelServerError(RunFailure):
@@ -210,11 +219,13 @@ class OpenAIAgent(Agent):
         config: The agent's config: ``model`` (required), ``base_url`` and ``api_key`` (by
             default from ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY``), the sampling options
             ``temperature``, ``top_p``, ``max_tokens``, ``tool_choice`` and ``extra_body``,
-            ``retries`` (5), ``backoff`` (1 s), ``max_backoff`` (60 s), ``timeout`` (600 s) and
-            ``system_prompt``.
+            ``retries`` (5), ``backoff`` (1 s), ``max_backoff`` (60 s), ``timeout`` (600 s),
+            ``system_prompt``, and the check before a run: ``preflight`` (true) and
+            ``preflight_timeout`` (5 s).
 
     Raises:
-        CausalTraceError: A key is unknown, ``model`` is not set, or a retry setting is negative.
+        CausalTraceError: A key is unknown, ``model`` is not set, a retry setting is negative,
+            ``preflight`` is not a boolean or ``preflight_timeout`` is not > 0.
     """
 
     name = "openai"
@@ -234,6 +245,8 @@ class OpenAIAgent(Agent):
             "max_backoff",
             "timeout",
             "system_prompt",
+            "preflight",
+            "preflight_timeout",
         }
     )
 
@@ -264,11 +277,88 @@ class OpenAIAgent(Agent):
             raise CausalTraceError(
                 "openai agent: retries, backoff and max_backoff must be >= 0 and timeout > 0"
             )
+        self.preflight_enabled = _option(c, "preflight", True)
+        if not isinstance(self.preflight_enabled, bool):
+            raise CausalTraceError(
+                f"agent.preflight must be true or false, got {self.preflight_enabled!r}"
+            )
+        self.preflight_timeout = float(_option(c, "preflight_timeout", 5.0))
+        if not self.preflight_timeout > 0:
+            raise CausalTraceError(
+                f"agent.preflight_timeout must be > 0 seconds, got {self.preflight_timeout!r}"
+            )
 
     @property
     def server(self) -> str:
         """The server's URL as the client uses it (the default: OpenAI's API)."""
         return str(self.base_url or "https://api.openai.com/v1")
+
+    # -- the check before a run -----------------------------------------------------------
+    async def preflight(self) -> None:
+        """Check, before any episode, that the server can be reached: one ``GET
+        {base_url}/models`` within ``preflight_timeout`` seconds, not retried.
+
+        Any HTTP answer but 401 and 403 passes (a server without ``/models`` answers 404 and
+        is up; the chat requests decide the rest); a list of models that does not name
+        ``model`` is logged as a warning, not refused (servers accept aliases they do not
+        list). Skipped with ``preflight: false``.
+
+        Raises:
+            ModelServerUnavailable: No answer (connection refused, no such host, nothing within
+                ``preflight_timeout``), or HTTP 401 or 403 (the key is refused).
+        """
+        if not self.preflight_enabled:
+            return
+        # optional: the openai client (the eval extra)
+        import openai
+
+        url = f"{self.server.rstrip('/')}/models"
+        skip = "agent.preflight=false skips this check"
+        client = self._client(timeout=self.preflight_timeout)
+        try:
+            raw = await client.models.with_raw_response.list()
+        except openai.APITimeoutError:
+            raise ModelServerUnavailable(
+                f"the chat server at {self.server} did not answer GET {url} within "
+                f"{self.preflight_timeout:g} s; no episode was run (check agent.base_url and "
+                f"the server, or raise agent.preflight_timeout; {skip})"
+            ) from None
+        except openai.APIConnectionError as exc:
+            cause = exc.__cause__ or exc.__context__ or exc
+            raise ModelServerUnavailable(
+                f"the chat server at {self.server} cannot be reached (GET {url}: "
+                f"{type(cause).__name__}: {_short(str(cause), 200)}); no episode was run: start "
+                f"the server or fix agent.base_url, then re-run the same command to retry"
+            ) from None
+        except openai.APIStatusError as exc:
+            if exc.status_code in (401, 403):
+                raise ModelServerUnavailable(
+                    f"the chat server at {self.server} refused GET {url} with HTTP "
+                    f"{exc.status_code} (check the API key: $OPENAI_API_KEY or agent.api_key; "
+                    f"{skip}): {_short(exc.message, 200)}"
+                ) from None
+            log.debug("GET %s answered HTTP %s: the server is up", url, exc.status_code)
+            return
+        finally:
+            await client.close()
+        self._check_listed(url, raw.text)
+
+    def _check_listed(self, url: str, text: str) -> None:
+        """Warn if the server's model list (``{"data": [{"id": ...}]}``) leaves out ``model``."""
+        try:
+            data = json.loads(text).get("data")
+            served = [str(m["id"]) for m in data if isinstance(m, Mapping) and "id" in m]
+        except (ValueError, AttributeError, TypeError):
+            return  # not a model list: the server answered, which is all the check needs
+        if served and self.model not in served:
+            shown = ", ".join(served[:10]) + (" ..." if len(served) > 10 else "")
+            log.warning(
+                "agent.model %r is not among the models %s lists (%s): the chat requests may be "
+                "refused",
+                self.model,
+                url,
+                shown,
+            )
 
     # -- the request --------------------------------------------------------------------
     def request(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict:
@@ -287,7 +377,7 @@ class OpenAIAgent(Agent):
             kwargs["extra_body"] = dict(c["extra_body"])
         return kwargs
 
-    def _client(self):
+    def _client(self, timeout: float | None = None):
         try:
             # optional: the openai client (the eval extra)
             import openai
@@ -296,7 +386,10 @@ class OpenAIAgent(Agent):
                 "the openai agent needs the openai package: pip install openai"
             ) from exc
         return openai.AsyncOpenAI(
-            base_url=self.base_url, api_key=self.api_key, max_retries=0, timeout=self.timeout
+            base_url=self.base_url,
+            api_key=self.api_key,
+            max_retries=0,
+            timeout=self.timeout if timeout is None else timeout,
         )
 
     def backoff_delay(

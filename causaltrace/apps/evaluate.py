@@ -7,8 +7,11 @@
 
 Writes ``results.jsonl``, ``transcripts/``, ``summary.md``, ``metrics.json``,
 ``confusion.png`` and ``report.html`` under ``out_dir`` (default
-``runs/<agent>-<dataset>``). Re-running the same command resumes: episodes already scored
-are not run again. If ``dataset_dir`` holds no dataset yet, it is generated first from the same
+``runs/<agent>-<dataset>``); the four reports only when every selected episode has a result.
+Re-running the same command resumes: episodes already scored are not run again. Before
+anything is generated or written, the agent's preflight runs (the ``openai`` agent: one ``GET
+{base_url}/models``, ``agent.preflight=false`` skips it), so an unreachable model server fails
+in seconds. If ``dataset_dir`` holds no dataset yet, it is generated first from the same
 ``domain``, ``dataset`` and ``verifier`` configs (as ``causaltrace-generate`` would).
 
 Exit status: 0 when every selected episode has a result; 1 when the run could not be completed
@@ -39,6 +42,7 @@ from causaltrace.datasets.generation import Job, run
 from causaltrace.env import DatasetSource, EnvConfig
 from causaltrace.errors import CausalTraceError, RunFailure
 from causaltrace.eval import evaluate
+from causaltrace.eval.harness import check_agent
 from causaltrace.tools import ToolConfig
 
 log = logging.getLogger(__name__)
@@ -113,6 +117,7 @@ def evaluate_from_config(cfg: DictConfig | Mapping[str, Any]):
     env_config = EnvConfig.from_mapping(plain.get("env") or {})
     tool_config = ToolConfig.from_mapping(plain.get("tools") or {})
     agent = make_agent(agent_cfg["name"], agent_cfg)
+    asyncio.run(check_agent(agent))  # before a dataset is generated or a file written
     source = DatasetSource(ensure_dataset(plain))
     summary = asyncio.run(
         evaluate(
@@ -122,11 +127,13 @@ def evaluate_from_config(cfg: DictConfig | Mapping[str, Any]):
             env_config=env_config,
             episodes=list(episodes) if episodes is not None else None,
             tool_config=tool_config,
+            preflight=False,  # checked above
             **run_options,
         )
     )
-    if summary.records:
-        print(summary.summary_text())
+    text = summary.summary_text() if summary.metrics is not None else ""
+    if text:
+        print(text)
     print(f"ran {summary.ran} episode(s), resumed {summary.resumed}; outputs in {summary.out_dir}")
     if summary.aborted:
         raise RunFailure(

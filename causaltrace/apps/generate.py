@@ -6,9 +6,13 @@
     causaltrace-generate executor=ray num_workers=2                        # 2 Ray tasks
 
 Each multirun job is one worker; workers split the shards by index, so any number of them
-writes the same bytes, and re-running a command after a kill finishes the split. A run into a
-directory that holds a dataset (or shards) of another config or generator refuses and names
-what differs. User errors print one line (``--debug`` or ``HYDRA_FULL_ERROR=1``: traceback).
+writes the same bytes, and re-running a command after a kill finishes the split. Re-running it
+over a finished split reports it finished (``"attempts": 0``) and writes nothing. A run into a
+directory that holds a dataset (or shards) of another config refuses and names what differs;
+one made by another generator (a refactor: another source fingerprint) is accepted when a
+sample of its episodes regenerates byte for byte, and refused otherwise, naming the first
+differing episode and file. User errors print one line (``--debug`` or ``HYDRA_FULL_ERROR=1``:
+traceback).
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from causaltrace.datasets.generation import (
     Job,
     acceptance_report,
     check_existing,
+    describe_generator,
+    manifest_content,
     pending_shards,
     run,
     write_manifest,
@@ -39,21 +45,42 @@ def generate(cfg: DictConfig) -> dict:
     job = Job.from_config(plain)
     num_workers, worker_index, progress = opts.num_workers, opts.worker_index, opts.progress
     if opts.executor == "ray":
-        check_existing(job)  # refuse here, not in each Ray task
+        verified = check_existing(job)  # refuse here, not in each Ray task
+        already_finished = not pending_shards(job)
         results = generate_with_ray(
-            plain, num_workers, address=opts.ray.address, num_cpus=opts.ray.num_cpus
+            plain,
+            num_workers,
+            address=opts.ray.address,
+            num_cpus=opts.ray.num_cpus,
+            checked=True,
         )
         summary = {
             "episodes": sum(r["episodes"] for r in results),
             "attempts": sum(r["attempts"] for r in results),
+            "already_finished": already_finished,
             "manifest_written": write_manifest(job) is not None,
             "shards": [],
         }
+        if summary["manifest_written"]:
+            summary["content_sha256"] = manifest_content(job.out_dir)
+        if verified:
+            summary["verified"] = [c.to_dict() for c in verified]
     else:
         pending_shards(job, worker_index, num_workers)  # checks the worker index
         summary = run(job, worker_index, num_workers, progress)
+    current = job.identity()["generator"]
+    for check in summary.get("verified", ()):
+        print(
+            f"{job.out_dir}: made by another generator (recorded code sha256 "
+            f"{str(check['recorded_code_sha256'])[:12]}; this one: "
+            f"{describe_generator(current)}); {check['description']}. Its content is this "
+            "generator's too."
+        )
     if summary["manifest_written"]:
-        print(f"dataset complete: {job.out_dir}")
+        if summary.get("already_finished"):
+            print(f"dataset already finished: {job.out_dir} (nothing written)")
+        else:
+            print(f"dataset complete: {job.out_dir}")
         print(acceptance_report(job.out_dir).to_string())
     else:
         print(f"worker {worker_index} done; other workers' shards are pending")

@@ -7,13 +7,22 @@ partial shard without a record, which the next run of the same command rewrites 
 Workers are separate processes started by an existing engine (Hydra's joblib launcher, or Ray
 tasks), each taking the shards ``shard % num_workers == worker_index``.
 
-Every done record carries the generation's identity: the resolved config (domain, dataset,
-verifier) and the generator's fingerprint (package version, a hash of the generator's source,
-versions of the numerical libraries); the manifest states the same. A run into a directory
-whose manifest or done records state another identity refuses with a
+A split's identity is what it holds: its config and its episodes' checksums
+(:mod:`causaltrace.datasets.content`). Every done record and the manifest state the resolved
+config (domain, dataset, verifier) and, as provenance, the generator's fingerprint (package
+version, a hash of the generator's source, versions of the numerical libraries). A run into a
+directory whose manifest or done records state another *config* refuses with a
 :class:`DatasetMismatchError` naming each differing key and both values: shards of two configs
-or two generators are never mixed in one dataset. Resuming with the same config and code works
-as before.
+are never mixed in one dataset. A recorded *fingerprint* that differs from this generator's (a
+refactor, a new release) is not a mismatch by itself: a deterministic sample of the episodes it
+made (:func:`sample_indices`: the first, the last and two spread evenly between) is regenerated
+from the config and each episode's index alone and compared with what the dataset holds, byte
+for byte (:func:`check_sample`). If every byte matches, the run goes on (a finished split is
+reported finished with nothing written; a resume finishes the split); if one differs, the
+refusal names the split, the first differing episode and file, and what to do. The one
+difference accepted, and reported, is float rounding from the CPU's vector math: label or
+statistics values that differ in their last bits and nothing else
+(:mod:`causaltrace.datasets.float_math`).
 """
 
 from __future__ import annotations
@@ -42,11 +51,20 @@ from causaltrace.core.files import (
     json_load,
     jsonl,
     plain_data,
-    read_jsonl,
     sha256_file,
 )
 from causaltrace.core.progress import progress_bar
 from causaltrace.core.version import __version__
+from causaltrace.datasets.content import (
+    ROW_KINDS,
+    StoredEpisode,
+    content_digest,
+    dataset_content,
+    row_bytes,
+    row_file,
+    shard_episodes,
+)
+from causaltrace.datasets.float_math import rounding_only, vector_math_targets
 from causaltrace.datasets.source_closure import import_closure
 from causaltrace.datasets.storage import DatasetLayout, write_episode_dir
 from causaltrace.episodes.alert_shares import cause_alert_shares, weakest_cause
@@ -262,6 +280,45 @@ class Job:
             # when true, so a single-cause split's config (and manifest) is as before.
             domain["concurrent"] = True
         return cls(str(cfg["out_dir"]), domain, dataset, VerifierConfig(**verifier), dict(cfg))
+
+    @classmethod
+    def from_record(cls, out_dir: str | Path, config: Mapping[str, Any]) -> Job:
+        """The job that made a dataset, from the config record its manifest states (the
+        ``config`` of :meth:`config_record`: the domain's config already holds the difficulty
+        and concurrency moved into it).
+
+        Args:
+            out_dir: The dataset directory.
+            config: The manifest's ``config``.
+
+        Raises:
+            CausalTraceError: The record is malformed, or does not read back to itself (a key
+                this version of causaltrace reads differently).
+        """
+        for key in ("domain", "dataset"):
+            if key not in config:
+                raise CausalTraceError(f"{out_dir}: the recorded config has no {key!r}")
+        verifier = dict(config.get("verifier") or {})
+        known = {f.name for f in fields(VerifierConfig)}
+        unknown = sorted(set(verifier) - known)
+        if unknown:
+            raise CausalTraceError(
+                f"{out_dir}: the recorded verifier config has unknown key(s) {unknown}"
+            )
+        job = cls(
+            str(out_dir),
+            dict(config["domain"]),
+            DatasetSettings.from_mapping(config["dataset"]),
+            VerifierConfig(**verifier),
+            {"out_dir": str(out_dir), **plain_data(config)},
+        )
+        diff = _differences(plain_data(config), job.config_record())
+        if diff:
+            shown = "; ".join(f"{k}: {_shown(a)} -> {_shown(b)}" for k, a, b in diff[:4])
+            raise CausalTraceError(
+                f"{out_dir}: the recorded config does not read back to itself ({shown})"
+            )
+        return job
 
     def make_domain(self) -> Domain:
         config = dict(self.domain)
@@ -524,24 +581,62 @@ def accept_episode(
     )
 
 
+def episode_spec(job: Job, plan, index: int) -> EpisodeSpec:
+    """Attempt 0 of episode ``index``: everything it needs is the config and the index (its
+    seeds derive from the dataset seed, the split and the index, :mod:`causaltrace.core.seeds`;
+    its cause and slice order from the split's plan, ``plan[index]``)."""
+    ds = job.dataset
+    assignment = plan[index]
+    return EpisodeSpec(
+        episode_id(ds.split, index),
+        ds.split,
+        index,
+        ds.seed,
+        assignment.cause,
+        assignment.slice_order,
+        also=assignment.also,
+    )
+
+
+def generation_plan(job: Job, domain: Domain) -> list:
+    """Which cause and slice order (and concurrent causes) each episode index gets."""
+    ds = job.dataset
+    return assignments(
+        domain.scm, ds.composition, split=ds.split, dataset_seed=ds.seed, n_episodes=ds.n_episodes
+    )
+
+
+def episode_rows(episode: Episode, verdicts: list[Verdict]) -> dict[str, dict[str, Any]]:
+    """An accepted episode's row in each row file of its shard (:data:`ROW_KINDS`): its prompt
+    (``index``), its spec, its label and its acceptance statistics (``stats``)."""
+    spec = episode.spec
+    stats = {
+        "episode_id": spec.episode_id,
+        "cause": spec.cause,
+        "slice_order": spec.slice_order,
+        "attempts": len(verdicts),
+        "rejections": [list(v.reasons) for v in verdicts if not v.accepted],
+        "accepted_stats": verdicts[-1].stats,
+    }
+    if spec.also:  # (single-cause rows keep the form they had before)
+        stats["also"] = list(spec.also)
+    return {
+        "index": {"episode_id": spec.episode_id, "prompt": episode.prompt},
+        "spec": spec.to_dict(),
+        "label": episode.label.to_dict(),
+        "stats": stats,
+    }
+
+
 def generate_shard(job: Job, domain: Domain, shard: int, plan, progress=None) -> ShardResult:
     """Generate, verify and write one shard; the done record is written last."""
     layout = DatasetLayout(job.out_dir)
     ds = job.dataset
     _clear_partial_writes(job, layout, shard)
-    index_rows, spec_rows, label_rows, stat_rows = [], [], [], []
+    rows: dict[str, list[dict[str, Any]]] = {kind: [] for kind in ROW_KINDS}
     attempts, rejections = 0, Counter()
     for index in job.shard_range(shard):
-        assignment = plan[index]
-        spec = EpisodeSpec(
-            episode_id(ds.split, index),
-            ds.split,
-            index,
-            ds.seed,
-            assignment.cause,
-            assignment.slice_order,
-            also=assignment.also,
-        )
+        spec = episode_spec(job, plan, index)
         episode, verdicts = accept_episode(domain, spec, job.verifier, ds.max_attempts)
         attempts += len(verdicts)
         rejections.update(v.reason for v in verdicts if not v.accepted)
@@ -552,29 +647,17 @@ def generate_shard(job: Job, domain: Domain, shard: int, plan, progress=None) ->
                 episode.prompt,
                 domain.data_dictionary(),
             )
-        index_rows.append({"episode_id": spec.episode_id, "prompt": episode.prompt})
-        spec_rows.append(episode.spec.to_dict())
-        label_rows.append(episode.label.to_dict())
-        stat_row = {
-            "episode_id": spec.episode_id,
-            "cause": spec.cause,
-            "slice_order": spec.slice_order,
-            "attempts": len(verdicts),
-            "rejections": [list(v.reasons) for v in verdicts if not v.accepted],
-            "accepted_stats": verdicts[-1].stats,
-        }
-        if spec.also:  # (single-cause rows keep the form they had before)
-            stat_row["also"] = list(spec.also)
-        stat_rows.append(stat_row)
+        for kind, row in episode_rows(episode, verdicts).items():
+            rows[kind].append(row)
         if progress is not None:
             progress(len(verdicts))
-    atomic_write_text(layout.index(shard), jsonl(index_rows))
-    atomic_write_text(layout.specs(shard), jsonl(spec_rows))
-    atomic_write_text(layout.labels(shard), jsonl(label_rows))
-    atomic_write_text(layout.stats(shard), canonical_json(stat_rows))
+    atomic_write_text(layout.index(shard), jsonl(rows["index"]))
+    atomic_write_text(layout.specs(shard), jsonl(rows["spec"]))
+    atomic_write_text(layout.labels(shard), jsonl(rows["label"]))
+    atomic_write_text(layout.stats(shard), canonical_json(rows["stats"]))
     files = [layout.index(shard), layout.specs(shard), layout.labels(shard), layout.stats(shard)]
     if ds.materialize:
-        for row in index_rows:
+        for row in rows["index"]:
             files.extend(sorted(layout.episode_dir(row["episode_id"]).iterdir()))
     checksums = {str(p.relative_to(layout.root)): sha256_file(p) for p in files}
     record = {
@@ -584,7 +667,7 @@ def generate_shard(job: Job, domain: Domain, shard: int, plan, progress=None) ->
         "generation": job.identity(),
     }
     atomic_write_text(layout.done(shard), canonical_json(record))
-    return ShardResult(shard, len(index_rows), attempts, rejections)
+    return ShardResult(shard, len(rows["index"]), attempts, rejections)
 
 
 def _clear_partial_writes(job: Job, layout: DatasetLayout, shard: int) -> None:
@@ -674,93 +757,317 @@ def _shown(value: Any) -> str:
     return "(not set)" if value is _ABSENT else json.dumps(value, sort_keys=True)
 
 
-def check_existing(job: Job) -> None:
+def check_existing(job: Job, domain: Domain | None = None) -> list[SampleCheck]:
     """Refuse to generate into a directory whose manifest or done records state another config
     (:class:`DatasetMismatchError` naming each difference); pass for an empty directory and for
-    a resume with the same config and code.
+    a resume or re-run with the same config.
 
-    A dataset's identity is what it contains: recorded with another generator (a refactor, a
-    new package version), it is accepted when a sample of its episodes, one per cause and slice
-    order, rebuilds from its specs with this generator to the same labels, prompts and frozen
-    files (:func:`rebuild_differences`); otherwise the refusal names what differs."""
+    A split's identity is its config and what it holds, not the hash of the code that wrote it:
+    episodes whose shards record another generator fingerprint (a refactor, a new release) are
+    accepted when a sample of them (:func:`sample_indices`, one sample per recorded fingerprint)
+    regenerates from the config and each episode's index alone, byte for byte (:func:`check_sample`;
+    float rounding from the CPU's vector math is reported, not refused); otherwise the refusal
+    names the split, the first differing episode and file, and what to do. Nothing is written
+    either way.
+
+    Args:
+        job: The job (config and output directory).
+        domain: The job's domain, if already made (made here when a sample is checked).
+
+    Returns:
+        One :class:`SampleCheck` per recorded fingerprint that differs from this generator's
+        (each reproduced); empty when none differs.
+
+    Raises:
+        DatasetMismatchError: Another config, a done record that states none, or a sample that
+            does not reproduce.
+    """
     layout = DatasetLayout(job.out_dir)
     current = job.identity()
     manifest = json_load(layout.manifest) if layout.manifest.exists() else None
-    recorded: list[tuple[Path, Mapping[str, Any], bool]] = []
     if manifest is not None:
-        identity = {"config": manifest.get("config")}
-        if "generator" in manifest:  # manifests of causaltrace before issue 12 lack it
-            identity["generator"] = manifest["generator"]
-        recorded.append((layout.manifest, identity, True))
-    done_dir = layout.root / "done"
-    for path in sorted(done_dir.glob("shard-*.json")) if done_dir.is_dir() else ():
+        _refuse_other_config(job, layout.manifest, manifest.get("config"), finished=True)
+    made_by: dict[str, tuple[Any, list[int]]] = {}
+    for shard in _done_shards(layout):
+        path = layout.done(shard)
         generation = json_load(path).get("generation")
         if generation is None:
-            if manifest is not None:
-                continue  # an older finished dataset: its manifest was checked above
+            if manifest is None:
+                raise DatasetMismatchError(
+                    f"{path} records no config (an older causaltrace wrote it), so resuming "
+                    f"{job.out_dir} cannot be checked to match; finish it with the version that "
+                    "started it, or use a new out_dir"
+                )
+            generator = manifest.get("generator")  # an older finished dataset states it once
+        else:
+            _refuse_other_config(job, path, generation.get("config"), finished=False)
+            generator = generation.get("generator")
+        if generator != current["generator"]:
+            key = json.dumps(generator, sort_keys=True)
+            made_by.setdefault(key, (generator, []))[1].append(shard)
+    checks = []
+    for generator, shards in made_by.values():
+        if domain is None:
+            domain = job.make_domain()
+        indices = [i for shard in shards for i in job.shard_range(shard)]
+        check = replace(
+            check_sample(job, sample_indices(indices), domain), recorded_generator=generator
+        )
+        if check.difference is not None:
             raise DatasetMismatchError(
-                f"{path} records no config (an older causaltrace wrote it), so resuming "
-                f"{job.out_dir} cannot be checked to match; finish it with the version that "
-                "started it, or use a new out_dir"
+                _not_reproduced(job, check, current["generator"], finished=manifest is not None)
             )
-        recorded.append((path, generation, False))
-    verified = False
-    for source, identity, finished in recorded:
-        diff = _differences(identity, {k: current[k] for k in identity})
-        if any(not path.startswith("generator") for path, _, _ in diff):
-            _refuse_if_different(job, source, identity, current, finished=finished)
-        if diff and not verified:  # the generator alone differs: what does it rebuild?
-            problems = rebuild_differences(job)
-            if problems:
-                _refuse_if_different(
-                    job, source, identity, current, finished=finished, why=problems
-                )
-            verified = True
+        checks.append(check)
+    return checks
 
 
-def rebuild_differences(job: Job, per_kind: int = 1) -> list[str]:
-    """Rebuild a sample of a dataset's done episodes from their specs with this generator and
-    name every difference from what the dataset holds: labels (what the episode was built
-    with, before the measurements acceptance adds), prompts, and the files the done records
-    froze. The sample: ``per_kind`` episodes of each (cause, slice order, concurrent) kind
-    present, the first in index order."""
-    layout = DatasetLayout(job.out_dir)
-    done = [s for s in range(job.n_shards) if layout.done(s).exists()]
-    if not done:
+def _done_shards(layout: DatasetLayout) -> list[int]:
+    done_dir = layout.root / "done"
+    if not done_dir.is_dir():
         return []
-    domain = job.make_domain()
-    specs = {r["episode_id"]: r for s in done for r in read_jsonl(layout.specs(s))}
-    labels = {r["episode_id"]: r for s in done for r in read_jsonl(layout.labels(s))}
-    prompts = {r["episode_id"]: r["prompt"] for s in done for r in read_jsonl(layout.index(s))}
-    frozen = {
-        rel: digest
-        for s in done
-        for rel, digest in json_load(layout.done(s))["files"].items()
-        if rel.startswith("public/episodes/")
-    }
-    chosen: dict[tuple, list[str]] = {}
-    for episode in sorted(specs):
-        spec = specs[episode]
-        kind = (spec["cause"], spec.get("slice_order"), tuple(spec.get("also") or ()))
-        if len(chosen.setdefault(kind, [])) < per_kind:
-            chosen[kind].append(episode)
-    problems = []
-    for episode in (e for group in chosen.values() for e in group):
-        rebuilt = build_episode(domain, EpisodeSpec.from_dict(specs[episode]))
-        if _built_label(rebuilt.label.to_dict()) != _built_label(labels[episode]):
-            problems.append(f"{episode}: its label")
-        if rebuilt.prompt != prompts[episode]:
-            problems.append(f"{episode}: its prompt")
-        prefix = f"public/episodes/{episode}/"
-        mine = {rel[len(prefix) :]: d for rel, d in frozen.items() if rel.startswith(prefix)}
-        if mine:
-            with tempfile.TemporaryDirectory() as tmp:
-                write_episode_dir(
-                    Path(tmp), rebuilt.tables, rebuilt.prompt, domain.data_dictionary()
+    return sorted(int(p.stem.split("-")[1]) for p in done_dir.glob("shard-*.json"))
+
+
+# How many episodes a sample holds: the first, the last and two spread evenly between.
+SAMPLE_SIZE = 4
+
+
+def sample_indices(indices, size: int = SAMPLE_SIZE) -> list[int]:
+    """The episodes a check regenerates, out of ``indices``: the first, the last and
+    ``size - 2`` spread evenly between (positions ``j * (n - 1) / (size - 1)``, rounded), with
+    no seed, so every run and every machine checks the same ones; all of them when there are
+    ``size`` or fewer.
+
+    Args:
+        indices: The episode indices to choose from (any order).
+        size: How many to choose; :data:`SAMPLE_SIZE` by default.
+    """
+    ordered = sorted(set(indices))
+    n = len(ordered)
+    if n <= size:
+        return ordered
+    steps = size - 1
+    return sorted({ordered[(j * (n - 1) + steps // 2) // steps] for j in range(size)})
+
+
+@dataclass(frozen=True)
+class Difference:
+    """Where a regenerated episode first differs from the dataset's.
+
+    Args:
+        episode_id: The episode.
+        index: Its index in the split.
+        file: The dataset file that differs (relative to the dataset directory).
+        what: What differs in it.
+    """
+
+    episode_id: str
+    index: int
+    file: str
+    what: str
+
+    def __str__(self) -> str:
+        return f"{self.episode_id} (index {self.index}): {self.file}: {self.what}"
+
+
+@dataclass(frozen=True)
+class SampleCheck:
+    """The outcome of regenerating a sample of a dataset's episodes (:func:`check_sample`).
+
+    Args:
+        out_dir: The dataset directory.
+        episodes: The episodes regenerated, in index order (up to the first difference).
+        difference: The first difference, or None when the sample reproduces.
+        rounding: Rows that reproduce but for the last bits of float values
+            (:func:`~causaltrace.datasets.float_math.rounding_only`), one line each; empty when
+            every byte matched.
+        recorded_generator: The fingerprint the checked episodes' shards record, if known.
+    """
+
+    out_dir: str
+    episodes: tuple[str, ...]
+    difference: Difference | None = None
+    rounding: tuple[str, ...] = ()
+    recorded_generator: Any = None
+
+    @property
+    def reproduces(self) -> bool:
+        return self.difference is None
+
+    @property
+    def byte_for_byte(self) -> bool:
+        return self.difference is None and not self.rounding
+
+    def describe(self) -> str:
+        """One sentence: what was regenerated and how it compared."""
+        if self.difference is not None:
+            return f"regenerated {', '.join(self.episodes)}: {self.difference}"
+        said = f"regenerated {', '.join(self.episodes)}"
+        if not self.rounding:
+            return f"{said}: byte for byte the same"
+        targets = vector_math_targets()
+        why = (
+            f" (this process's numpy computes float math with {' '.join(targets)} code, "
+            "whose last bits differ from the C library's: docs/datasets.md)"
+            if targets
+            else ""
+        )
+        return (
+            f"{said}: the same but for the last bits of float values in "
+            f"{'; '.join(self.rounding)}{why}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        recorded = self.recorded_generator or {}
+        return {
+            "out_dir": self.out_dir,
+            "episodes": list(self.episodes),
+            "reproduces": self.reproduces,
+            "byte_for_byte": self.byte_for_byte,
+            "float_rounding": list(self.rounding),
+            "difference": None if self.difference is None else str(self.difference),
+            "recorded_code_sha256": recorded.get("code_sha256"),
+            "description": self.describe(),
+        }
+
+
+def check_sample(
+    job: Job, indices=None, domain: Domain | None = None, *, read_path: bool = True
+) -> SampleCheck:
+    """Regenerate episodes of a dataset with this generator and compare them with what the
+    dataset holds, byte for byte; stop at the first difference.
+
+    Each episode is regenerated from the config and its index alone (:func:`episode_spec`,
+    then :func:`accept_episode`: the rejected attempts are regenerated and rejected again), and
+    its row in each shard file (prompt, spec, label, acceptance statistics) is compared with the
+    stored row, then its episode files with the checksums a materialized split froze. With
+    ``read_path``, the episode is also rebuilt from its stored spec, as reading the split does
+    (a lazy split's tables, :func:`causaltrace.datasets.reading.rebuild_episode`), and must give
+    the same label, prompt and files as generating it.
+
+    Rows equal but for the last bits of float values (numpy's vector math on another kind of
+    CPU, :func:`~causaltrace.datasets.float_math.rounding_only`) are not a difference: they are
+    listed in :attr:`SampleCheck.rounding` (empty in a process started with
+    :func:`~causaltrace.datasets.float_math.portable_env`, for a split made the same way).
+
+    Args:
+        job: The dataset's job (its config must be the recorded one: :func:`check_existing`
+            checks that first; :meth:`Job.from_record` builds it from a manifest).
+        indices: The episode indices to regenerate; by default :func:`sample_indices` of
+            every episode in a done shard.
+        domain: The job's domain, if already made.
+        read_path: Also rebuild each episode from its stored spec; on by default.
+
+    Raises:
+        DataFileError: A shard file is missing or does not match its done record's checksum.
+    """
+    layout = DatasetLayout(job.out_dir)
+    if indices is None:
+        done = [i for shard in _done_shards(layout) for i in job.shard_range(shard)]
+        indices = sample_indices(done)
+    domain = job.make_domain() if domain is None else domain
+    plan = generation_plan(job, domain)
+    stored: dict[int, dict[str, StoredEpisode]] = {}
+    checked: list[str] = []
+    rounding: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="causaltrace-check-") as tmp:
+        for index in sorted(indices):
+            shard = index // job.dataset.shard_size
+            if shard not in stored:
+                stored[shard] = {e.episode_id: e for e in shard_episodes(layout, shard)}
+            spec = episode_spec(job, plan, index)
+            checked.append(spec.episode_id)
+            held = stored[shard].get(spec.episode_id)
+            if held is None:
+                where = str(layout.index(shard).relative_to(layout.root))
+                difference = Difference(spec.episode_id, index, where, "the shard lacks it")
+            else:
+                difference = _regenerated_difference(
+                    job, domain, spec, held, Path(tmp), read_path, rounding
                 )
-                changed = sorted(n for n, d in mine.items() if sha256_file(Path(tmp) / n) != d)
-            problems += [f"{episode}: {name}" for name in changed]
-    return problems
+            if difference is not None:
+                return SampleCheck(job.out_dir, tuple(checked), difference, tuple(rounding))
+    return SampleCheck(job.out_dir, tuple(checked), None, tuple(rounding))
+
+
+def _regenerated_difference(
+    job: Job,
+    domain: Domain,
+    spec: EpisodeSpec,
+    held: StoredEpisode,
+    tmp: Path,
+    read_path: bool,
+    rounding: list[str],
+) -> Difference | None:
+    """The first difference between an episode regenerated now and the stored one, or None;
+    rows that differ only by float rounding are added to ``rounding``."""
+    layout = DatasetLayout(job.out_dir)
+
+    def differs(file: str | Path, what: str) -> Difference:
+        if isinstance(file, Path):
+            file = str(file.relative_to(layout.root))
+        return Difference(spec.episode_id, spec.index, file, what)
+
+    try:
+        episode, verdicts = accept_episode(domain, spec, job.verifier, job.dataset.max_attempts)
+    except CausalTraceError as exc:
+        return differs(row_file(layout, "spec", held.shard), f"no attempt is accepted now ({exc})")
+    rows = episode_rows(episode, verdicts)
+    for kind in ("spec", "label", "index", "stats"):  # the cause of a change first
+        mine = row_bytes(rows[kind])
+        if mine == held.rows[kind]:
+            continue
+        path = row_file(layout, kind, held.shard)
+        rounded = rounding_only(json.loads(held.rows[kind]), json.loads(mine))
+        if rounded is None:
+            change = _row_change(held.rows[kind], mine)
+            return differs(path, f"its row differs ({change})")
+        rounding.append(
+            f"{spec.episode_id}'s row of {path.relative_to(layout.root)} ({rounded[0]} "
+            f"value{'s' if rounded[0] > 1 else ''}, at most {rounded[1]:.1e} relative)"
+        )
+    made = _episode_files(tmp / "generated" / spec.episode_id, episode, domain)
+    prefix = f"public/episodes/{spec.episode_id}/"
+    for name, digest in sorted(held.files.items()):
+        if made.get(name) != digest:
+            what = "its bytes differ" if name in made else "it is not made any more"
+            return differs(prefix + name, what)
+    extra = sorted(set(made) - set(held.files)) if held.files else []
+    if extra:
+        return differs(prefix + extra[0], "a file the split did not freeze is made now")
+    if not read_path:
+        return None
+    rebuilt = build_episode(domain, EpisodeSpec.from_dict(json.loads(held.rows["spec"])))
+    how = "rebuilt from its stored spec (as reading the split does), differs from the generated one"
+    if _built_label(rebuilt.label.to_dict()) != _built_label(episode.label.to_dict()):
+        return differs(row_file(layout, "label", held.shard), f"its label, {how}")
+    if rebuilt.prompt != episode.prompt:
+        return differs(row_file(layout, "index", held.shard), f"its prompt, {how}")
+    again = _episode_files(tmp / "rebuilt" / spec.episode_id, rebuilt, domain)
+    for name in sorted(set(made) | set(again)):
+        if made.get(name) != again.get(name):
+            return differs(prefix + name, f"the file, {how}")
+    return None
+
+
+def _episode_files(directory: Path, episode: Episode, domain: Domain) -> dict[str, str]:
+    """An episode's files, written to ``directory``: name -> sha256."""
+    write_episode_dir(directory, episode.tables, episode.prompt, domain.data_dictionary())
+    return {p.name: sha256_file(p) for p in sorted(directory.iterdir())}
+
+
+def _row_change(old: bytes, new: bytes) -> str:
+    """The first keys that differ between two rows, with both values (shortened)."""
+
+    def short(value: Any) -> str:
+        text = _shown(value)
+        return text if len(text) <= 60 else text[:57] + "..."
+
+    diff = _differences(json.loads(old), json.loads(new))
+    shown = "; ".join(f"{k}: recorded {short(a)}, now {short(b)}" for k, a, b in diff[:3])
+    if len(diff) > 3:
+        shown += f"; and {len(diff) - 3} more"
+    return shown or "the same data, other bytes"
 
 
 def _built_label(label: Mapping[str, Any]) -> str:
@@ -775,18 +1082,45 @@ def _built_label(label: Mapping[str, Any]) -> str:
     return json.dumps(data, sort_keys=True)
 
 
-def _refuse_if_different(
-    job: Job,
-    source: Path,
-    recorded: Mapping[str, Any],
-    current: Mapping[str, Any],
-    finished: bool,
-    why: list[str] | None = None,
-) -> None:
-    diff = _differences(recorded, {k: current[k] for k in recorded})
+def describe_generator(generator: Any, current: Mapping[str, Any] | None = None) -> str:
+    """A generator fingerprint in a few words (with the libraries whose version differs from
+    ``current``'s)."""
+    if not isinstance(generator, Mapping):
+        return "not recorded"
+    text = (
+        f"causaltrace {generator.get('package_version')}, "
+        f"code sha256 {str(generator.get('code_sha256'))[:12]}"
+    )
+    if current is not None:
+        mine, theirs = current.get("libraries") or {}, generator.get("libraries") or {}
+        moved = [
+            f"{name} {theirs.get(name)}" for name in sorted(mine) if theirs.get(name) != mine[name]
+        ]
+        if moved:
+            text += ", " + ", ".join(moved)
+    return text
+
+
+def _not_reproduced(
+    job: Job, check: SampleCheck, current: Mapping[str, Any], finished: bool
+) -> str:
+    held = "a finished dataset" if finished else "done shards"
+    out = job.out_dir.rstrip("/")
+    return (
+        f"{job.out_dir} (split {job.dataset.name}) holds {held} made by another generator "
+        f"(recorded: {describe_generator(check.recorded_generator, current)}; this one: "
+        f"{describe_generator(current)}), and this generator rebuilds its episodes differently "
+        f"({check.difference}; regenerated {', '.join(check.episodes)}). A split is what it "
+        f"holds, so {job.out_dir} is left as it is: to make this config with this generator, "
+        f"generate into a new out_dir (e.g. out_dir={out}_regenerated); to resume or keep "
+        f"{job.out_dir}, use the generator that made it"
+    )
+
+
+def _refuse_other_config(job: Job, source: Path, recorded: Any, finished: bool) -> None:
+    diff = _differences({"config": recorded}, {"config": job.config_record()})
     if not diff:
         return
-    kinds = sorted({path.split(".")[0] for path, _, _ in diff})
     details = "; ".join(
         f"{path.removeprefix('config.')}: recorded {_shown(old)}, now {_shown(new)}"
         for path, old, new in diff[:8]
@@ -794,43 +1128,51 @@ def _refuse_if_different(
     if len(diff) > 8:
         details += f"; and {len(diff) - 8} more"
     held = "a finished dataset" if finished else "shards"
-    rebuilt = ""
-    if why:
-        shown = "; ".join(why[:6]) + (f"; and {len(why) - 6} more" if len(why) > 6 else "")
-        rebuilt = f" This generator rebuilds its episodes differently ({shown})."
     raise DatasetMismatchError(
-        f"{job.out_dir} holds {held} made with a different {' and '.join(kinds)} "
-        f"(recorded in {source}): {details}.{rebuilt} Generating into it would mix the two; "
-        f"use a new out_dir, delete {job.out_dir}, or run with the recorded settings"
+        f"{job.out_dir} holds {held} made with a different config (recorded in {source}): "
+        f"{details}. Generating into it would mix the two; use a new out_dir, delete "
+        f"{job.out_dir}, or run with the recorded settings"
     )
 
 
-def run(job: Job, worker_index: int = 0, num_workers: int = 1, show_progress: bool = True) -> dict:
+def run(
+    job: Job,
+    worker_index: int = 0,
+    num_workers: int = 1,
+    show_progress: bool = True,
+    check: bool = True,
+) -> dict:
     """Generate this worker's pending shards, then any other pending shard no live worker has
     claimed (:func:`shard_order`), then the manifest if every shard is done.
 
     Refuses (:class:`DatasetMismatchError`) if ``job.out_dir`` holds a dataset or shards of
-    another config or generator.
+    another config, or made by another generator that does not reproduce them
+    (:func:`check_existing`).
 
     Args:
         job: The job (config and output directory).
         worker_index: This worker's index, from 0; 0 by default.
         num_workers: How many workers share the job; 1 by default.
         show_progress: Show a progress bar; on by default.
+        check: Check what ``job.out_dir`` holds first; on by default (off only where the
+            caller has checked, e.g. the Ray tasks of a checked job).
 
     Returns:
-        A summary: shards made, episodes, attempts, rejections by reason, and whether the
-        manifest was written.
+        A summary: shards made, episodes, attempts, rejections by reason, whether the
+        dataset was finished before this run (``already_finished``), whether the manifest was
+        written, the content digest once it is (``content_sha256``), and, when episodes made
+        by another generator were regenerated to check them, ``verified`` (one
+        :meth:`SampleCheck.to_dict` per recorded fingerprint).
 
     Raises:
-        DatasetMismatchError: ``job.out_dir`` holds data of another config or generator.
+        DatasetMismatchError: ``job.out_dir`` holds data of another config, or of another
+            generator that does not reproduce it.
     """
-    check_existing(job)
     domain = job.make_domain()
+    verified = check_existing(job, domain) if check else []
     ds = job.dataset
-    plan = assignments(
-        domain.scm, ds.composition, split=ds.split, dataset_seed=ds.seed, n_episodes=ds.n_episodes
-    )
+    plan = generation_plan(job, domain)
+    already_finished = not pending_shards(job)
     shards = shard_order(job, worker_index, num_workers)
     total = sum(len(job.shard_range(s)) for s in pending_shards(job, worker_index, num_workers))
     bar = progress_bar(total, f"{ds.name} worker {worker_index}/{num_workers}", show_progress)
@@ -859,20 +1201,38 @@ def run(job: Job, worker_index: int = 0, num_workers: int = 1, show_progress: bo
     with contextlib.suppress(OSError):  # empty once every shard is done
         (Path(job.out_dir) / ".claims").rmdir()
     manifest = write_manifest(job)
-    return {
+    summary = {
         "shards": made,
         "episodes": tried["episodes"],
         "attempts": tried["attempts"],
         "rejections": dict(rejections),
+        "already_finished": already_finished,
         "manifest_written": manifest is not None,
     }
+    if manifest is not None:
+        summary["content_sha256"] = manifest_content(job.out_dir)
+    if verified:
+        summary["verified"] = [c.to_dict() for c in verified]
+    return summary
+
+
+def manifest_content(out_dir: str | Path) -> str:
+    """A finished dataset's content digest: the one its manifest states, or (a manifest written
+    before it was stated) computed from its files (:func:`content.dataset_content`)."""
+    layout = DatasetLayout(out_dir)
+    stated = json_load(layout.manifest).get("content_sha256")
+    return stated if stated is not None else dataset_content(out_dir)
 
 
 def write_manifest(job: Job) -> Path | None:
     """The manifest, once every shard is done (idempotent: same shards, same bytes). A manifest
     already there for the same config and shards is kept as it is, generator record included:
-    a dataset another generator made and this one rebuilds identically (:func:`check_existing`)
-    is not rewritten."""
+    a dataset another generator made and this one reproduces (:func:`check_existing`) is not
+    rewritten.
+
+    The manifest states the split's identity, its config and ``content_sha256`` (the digest of
+    every episode's checksums, :mod:`causaltrace.datasets.content`), and, as provenance, the
+    generator fingerprint of the run that wrote it."""
     layout = DatasetLayout(job.out_dir)
     records = []
     for shard in range(job.n_shards):
@@ -884,6 +1244,7 @@ def write_manifest(job: Job) -> Path | None:
         held = json_load(layout.manifest)
         if held.get("config") == job.config_record() and held.get("shards") == records:
             return layout.manifest
+    episodes = [e for shard, r in enumerate(records) for e in shard_episodes(layout, shard, r)]
     manifest = {
         "format": FORMAT,
         "package_version": __version__,
@@ -893,6 +1254,7 @@ def write_manifest(job: Job) -> Path | None:
         "n_episodes": job.dataset.n_episodes,
         "materialized": job.dataset.materialize,
         "config": job.config_record(),
+        "content_sha256": content_digest(job.config_record(), episodes),
         "shards": records,
     }
     with _directory_lock(layout.root):

@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from causaltrace.datasets.generation import Job, run
+from causaltrace.datasets.generation import Job, check_existing, run
 from causaltrace.errors import CausalTraceError
 
 
 def _worker(config: Mapping[str, Any], worker_index: int, num_workers: int) -> dict:
-
-    return run(Job.from_config(config), worker_index, num_workers, show_progress=False)
+    # The driver checked what the directory holds (generate_with_ray): not once per task.
+    return run(Job.from_config(config), worker_index, num_workers, show_progress=False, check=False)
 
 
 def generate_with_ray(
@@ -28,8 +28,15 @@ def generate_with_ray(
     *,
     address: str | None = None,
     num_cpus: int | None = None,
+    checked: bool = False,
 ) -> list[dict]:
-    """Run ``num_workers`` generation workers as Ray tasks and wait for all of them."""
+    """Run ``num_workers`` generation workers as Ray tasks and wait for all of them.
+
+    What the dataset directory holds is checked once, here, before any task starts
+    (:func:`~causaltrace.datasets.generation.check_existing`), unless the caller has
+    (``checked=True``)."""
+    if not checked:
+        check_existing(Job.from_config(config))
     try:
         # optional: the ray extra
         import ray

@@ -3,7 +3,7 @@ writes and checksums are :mod:`causaltrace.core.files`).
 
 A dataset directory keeps what an agent may see apart from what it must not::
 
-    manifest.json                      resolved config, package version, shard checksums
+    manifest.json                      resolved config, content digest, generator, shard checksums
     public/index/shard-00000.jsonl     episode ids and prompts (agent-visible)
     public/episodes/<episode_id>/      one Parquet file per table (materialized splits only)
     private/specs/shard-00000.jsonl    episode specs: seeds, assigned cause (secret)

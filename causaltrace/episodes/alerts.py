@@ -12,11 +12,14 @@ not explain (``causaltrace.datasets.generation.verify_episode``).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from causaltrace.errors import CausalTraceError
+from causaltrace.errors import CausalTraceError, SliceError
+from causaltrace.model.panel import Panel
+from causaltrace.model.slices import Slice, parse_slice
 
 
 @dataclass(frozen=True)
@@ -165,3 +168,44 @@ def explain_alert(
     f, c = alert.move, other.move
     share = (f - c) / f + 0.0 if f != 0 else 0.0  # + 0.0: a share of -0.0 reads as 0.0
     return AlertExplanation(str(alert.kpi), str(alert.scope), f, c, share, bool(other.fired))
+
+
+# What joins the levels of a scope that is not slice text (``checkout@eu_west``).
+_SCOPE_SEPARATORS = re.compile(r"[@/|,;:\s]+")
+
+
+def scope_slice(scope: str, panel: Panel) -> Slice | None:
+    """The cells of ``panel`` a reading's scope covers, as a slice; None where the scope cannot
+    be placed on the panel.
+
+    A monitor names its scopes in its own words; the common forms are read without asking the
+    domain:
+
+    - slice text, ``dim=level&dim=level`` (``campaign=brand_search``): that slice;
+    - levels joined by ``@``, ``/``, ``|``, ``,``, ``;`` or ``:``, each a level of exactly one
+      dimension, no dimension twice (``checkout@eu_west``: ``region=eu_west&service=checkout``);
+    - one word that is no level of any dimension (``account``, ``global``): the whole panel.
+
+    Anything else (an unknown level in slice text, a word that is no level next to one that is,
+    a level several dimensions share) is None: the caller says the scope was not placed.
+
+    Args:
+        scope: The reading's scope (:attr:`AlertReading.scope`).
+        panel: The panel whose cells the scope selects.
+    """
+    text = str(scope).strip()
+    if "=" in text:
+        try:
+            return parse_slice(text, panel)
+        except SliceError:
+            return None
+    tokens = [t for t in _SCOPE_SEPARATORS.split(text) if t]
+    owners = {t: [d.name for d in panel.dimensions if t in d.levels] for t in tokens}
+    if len(tokens) == 1 and not owners[tokens[0]]:
+        return Slice()  # a name for the whole panel
+    if not tokens or any(len(dims) != 1 for dims in owners.values()):
+        return None
+    try:
+        return Slice(tuple((dims[0], t) for t, dims in owners.items()))
+    except SliceError:  # two levels of one dimension
+        return None

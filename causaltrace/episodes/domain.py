@@ -68,11 +68,14 @@ class Monitor(Protocol):
         ...
 
     def alert_kpi(self, tables: Mapping[str, pd.DataFrame]) -> str:
-        """The KPI the alert names (for plots)."""
+        """The KPI the first alert names."""
         ...
 
     def kpi_daily(self, world: World, kpi: str) -> np.ndarray:
-        """The panel-wide value of ``kpi`` per time step in ``world`` (for plots)."""
+        """The value of ``kpi`` per time step over every cell of ``world``, as the rule reads it
+        (a count summed, a ratio as the ratio of the sums), for plots. ``causaltrace-inspect
+        --plot`` passes a world restricted to an alert's scope (its arrays and ``world.panel``
+        hold only the scope's cells), so read the cells from ``world``, not the domain's panel."""
         ...
 
 

@@ -6,9 +6,15 @@ Every episode runs in its own :class:`~causaltrace.env.DiagnosisSession` inside 
 :class:`~causaltrace.tools.ToolRuntime`, at most ``concurrency`` at a time. A finished episode
 appends one line to ``<out_dir>/results.jsonl`` (one ``write`` of the whole line, then
 ``fsync``) and writes its transcript to ``<out_dir>/transcripts/<episode>.jsonl``; a re-run of
-the same command skips the episodes already in ``results.jsonl`` (resume). When every episode
-is done, the metrics (labels come from the dataset, never from the agent) are written to
-``summary.md``, ``metrics.json``, ``confusion.png`` and ``report.html``.
+the same command skips the episodes already in ``results.jsonl`` (resume). When every selected
+episode has a result, the metrics (labels come from the dataset, never from the agent) are
+written to ``summary.md``, ``metrics.json``, ``confusion.png`` and ``report.html``; a run that
+stops with episodes unrecorded writes none of them (and removes those of an earlier run, which
+no longer describe ``results.jsonl``): :func:`rebuild_reports` reports on what it recorded.
+
+Before it writes anything, :func:`evaluate` calls the agent's ``preflight()`` (the ``openai``
+agent: one ``GET /models``), so a model server that cannot be reached fails the run in seconds
+with nothing written.
 
 Agent failures never stop a run: an exception from ``agent.run`` (or an agent that returns
 before the episode is over) ends that episode without an answer (a format error) and records
@@ -72,7 +78,16 @@ OUTPUT_FILES = ("summary.md", "metrics.json", "confusion.png", "report.html")
 SECRET_WORDS = ("key", "token", "secret", "password")
 # Agent options that do not change the agent's behaviour: a resumed run may change them.
 OPERATIONAL_KEYS = frozenset(
-    {"api_key", "base_url", "retries", "backoff", "max_backoff", "timeout"}
+    {
+        "api_key",
+        "base_url",
+        "retries",
+        "backoff",
+        "max_backoff",
+        "timeout",
+        "preflight",
+        "preflight_timeout",
+    }
 )
 
 
@@ -227,6 +242,9 @@ class EvalSummary:
         failed: Episode id -> why it failed on the host side (not recorded); empty by default.
         aborted: Why the run stopped early (e.g. the model server is down); ``None`` if it
             did not.
+
+    The reports (``summary.md`` ...) exist only when every selected episode has a result
+    (``failed`` is empty).
     """
 
     out_dir: Path
@@ -261,6 +279,7 @@ async def evaluate(
     rerun_errors: bool = False,
     episode_timeout: float | None = None,
     n_boot: int = 1000,
+    preflight: bool = True,
 ) -> EvalSummary:
     """Run ``agent`` on the episodes of ``source`` (a :class:`~causaltrace.env.DatasetSource`)
     and write the results and reports under ``out_dir``.
@@ -289,13 +308,18 @@ async def evaluate(
         episode_timeout: Seconds an episode may take before it is ended as an error; no
             limit by default.
         n_boot: Bootstrap resamples of the metrics' intervals; 1000 by default.
+        preflight: Call the agent's ``preflight()`` (:func:`check_agent`) before anything is
+            written; on by default (off for a caller that has just checked).
 
     Returns:
-        The records, metrics and counts of the run.
+        The records, metrics and counts of the run; ``metrics`` is None (and no report is
+        written) unless every selected episode has a result.
 
     Raises:
         CausalTraceError: ``concurrency`` < 1, or ``out_dir`` holds a run of another agent,
             dataset or configuration.
+        RunFailure: The agent's preflight failed (e.g. the ``openai`` agent's
+            ``ModelServerUnavailable``); nothing was written.
     """
 
     if concurrency < 1:
@@ -303,11 +327,13 @@ async def evaluate(
     if env_config is None or isinstance(env_config, Mapping):
         env_config = EnvConfig.from_mapping(env_config)
     env_config = dataclasses.replace(env_config, transcript_dir=None)  # written here instead
+    selection = _select(source, episodes, limit)
+    if preflight:
+        await check_agent(agent)
     out = Path(out_dir)
     (out / TRANSCRIPT_DIR).mkdir(parents=True, exist_ok=True)
     results_path = out / RESULTS_FILE
 
-    selection = _select(source, episodes, limit)
     info = run_info(agent, source, seed, env_config, ToolContract.for_dataset(source).openai())
     run_path = out / RUN_FILE
     if run_path.exists():
@@ -361,12 +387,21 @@ async def evaluate(
             bar.close()
     final = read_results(results_path) if todo else done
     records = [final[ep] for ep in selection if ep in final]
-    metrics = write_reports(out, source, records, info, n_boot=n_boot, failed=failed)
-    if failed:
+    metrics = None
+    if not failed:
+        metrics = write_reports(out, source, records, info, n_boot=n_boot)
+    else:  # incomplete: no report that could pass for the run's, and none left from before
+        stale = remove_reports(out)
+        shown = sorted(failed)
+        more = f" and {len(shown) - 3} more" if len(shown) > 3 else ""
         log.error(
-            "%d episode(s) were not run to the end and not recorded (re-run to retry): %s",
+            "%d episode(s) were not run to the end and not recorded (re-run to retry: %s%s); "
+            "no report written%s (rebuild_reports() reports on the %d recorded)",
             len(failed),
-            ", ".join(sorted(failed)),
+            ", ".join(shown[:3]),
+            more,
+            f", {len(stale)} earlier report file(s) removed" if stale else "",
+            len(records),
         )
     return EvalSummary(
         out,
@@ -377,6 +412,26 @@ async def evaluate(
         failed=failed,
         aborted=abort.get("reason"),
     )
+
+
+async def check_agent(agent) -> None:
+    """The agent's ``preflight()`` (:meth:`~causaltrace.agents.base.Agent.preflight`), if it
+    has one: what every episode needs, checked once before a run (the ``openai`` agent: that
+    its server can be reached). Its exception propagates."""
+    check = getattr(agent, "preflight", None)
+    if check is not None:
+        await check()
+
+
+def remove_reports(out_dir: str | os.PathLike) -> list[str]:
+    """Delete the report files (:data:`OUTPUT_FILES`) of a run directory; the names removed."""
+    removed = []
+    for name in OUTPUT_FILES:
+        path = Path(out_dir) / name
+        if path.is_file():
+            path.unlink()
+            removed.append(name)
+    return removed
 
 
 def _select(source, episodes: Sequence[str] | None, limit: int | None) -> list[str]:

@@ -7,14 +7,20 @@ pools) for all sessions, and refuses or delays new sessions when the machine is 
 letting it thrash: ``max_sessions`` bounds live sessions, and ``min_available_mb`` keeps that
 much memory free (``MemAvailable`` from /proc/meminfo). A refused ``open`` raises
 :class:`HostFull`, a named error a trainer can count and retry.
+
+The HTTP server (:mod:`causaltrace.serve.http`) and its client (:mod:`causaltrace.serve.client`)
+cannot import each other (each needs its own web library), so what they share lives here: the
+bearer token's environment variable and default file, and :class:`OverCap`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
@@ -32,6 +38,27 @@ class HostFull(CausalTraceError):
 
 class UnknownSession(CausalTraceError):
     """A session id this host does not hold (closed, expired, or never opened here)."""
+
+
+class OverCap(CausalTraceError):
+    """A session asked for more than the server allows (a budget above its cap: HTTP 422)."""
+
+
+# The bearer token of ``causaltrace serve``: the server and its clients read it from this
+# variable; a server without it generates one and writes it to a file only its user can read.
+TOKEN_ENV = "CAUSALTRACE_SERVE_TOKEN"
+
+
+def default_token_file(port: int) -> Path:
+    """Where ``causaltrace serve`` on ``port`` writes a generated token, and where a client of a
+    server on this machine looks for it: one file per port, so that two servers do not share a
+    secret, in the user's cache directory (created mode 0700).
+
+    Args:
+        port: The server's port.
+    """
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "causaltrace" / f"serve-{int(port)}.token"
 
 
 @dataclass(frozen=True)

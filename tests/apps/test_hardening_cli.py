@@ -327,7 +327,18 @@ def test_eval_with_an_unreachable_server_fails_and_a_rerun_retries(finished, tmp
     assert "cut off by a budget" not in done.stdout + done.stderr
     results = out / "results.jsonl"
     assert not results.exists() or results.read_text().strip() == ""
+    assert not (out / "summary.md").exists() and not (out / "metrics.json").exists()
     again = evaluate(finished, out, *args)
+    assert again.returncode == 1 and f"{url} cannot be reached" in again.stderr, again.stderr
+    # Past the preflight (off), the first episode's request stops the run: nothing recorded,
+    # no report, and a re-run resumes nothing.
+    skip = [*args, "agent.preflight=false"]
+    late = evaluate(finished, out, *skip)
+    line = one_line_error(late, "causaltrace-eval")
+    assert f"the chat server at {url} cannot be reached" in line, line
+    assert "re-run the same command to retry" in line
+    assert not (out / "summary.md").exists() and not (out / "report.html").exists()
+    again = evaluate(finished, out, *skip)
     assert again.returncode == 1 and "resumed 0" in again.stdout, again.stdout
 
 

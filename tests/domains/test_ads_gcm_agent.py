@@ -9,6 +9,9 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+
+pytest.importorskip("dowhy", reason="the dowhy extra: pip install -e '.[dowhy]'")
+
 from dowhy.gcm.util.general import set_random_seed
 
 from causaltrace_domains.ads.agents_gcm import (

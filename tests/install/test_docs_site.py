@@ -99,9 +99,41 @@ def test_api_reference_renders_docstrings(site, page, qualname):
     assert _first_line(obj) in shown, f"{qualname}'s docstring is not on api/{page}"
 
 
+def _signature(path: Path, anchor: str) -> str:
+    """The raw HTML of one API entry's signature block (``separate_signature``)."""
+    raw = path.read_text(encoding="utf-8")
+    start = raw.find(f'id="{anchor}"')
+    assert start >= 0, f"no entry {anchor}"
+    block = raw.find('class="doc-signature', start)
+    assert block >= 0 and block < raw.find('class="doc doc-contents', start), anchor
+    return raw[block : raw.find("</pre>", block)]
+
+
 def test_api_reference_shows_signatures(site):
     shown = _section(site / "api" / "causaltrace" / "index.html", "causaltrace.load_domain")
-    assert "load_domain(name, config=None)" in shown
+    assert "load_domain(name: str, config: Mapping[str, Any] | None = None) -> Domain" in shown
+
+
+@pytest.mark.parametrize(
+    ("page", "anchor", "annotated"),
+    [
+        ("causaltrace", "causaltrace.load_domain", "name: str"),
+        ("causaltrace", "causaltrace.parse_slice", "panel: Panel | None = None"),
+        ("eval", "causaltrace.eval.evaluate", "concurrency: int = 4"),
+        ("agents", "causaltrace.agents.Agent.end_episode", "error: str"),
+    ],
+)
+def test_api_signatures_show_their_types(site, page, anchor, annotated):
+    """mkdocs.yml's show_signature_annotations: each signature, in its own code block, shows
+    the parameters' types; signature_crossrefs: a type documented on the site links to it."""
+    block = _signature(site / "api" / page / "index.html", anchor)
+    text = " ".join(html.unescape(re.sub(r"<[^>]+>", "", block)).split())
+    assert annotated in text, text
+
+
+def test_api_signature_types_link_to_their_entries(site):
+    block = _signature(site / "api" / "causaltrace" / "index.html", "causaltrace.load_domain")
+    assert 'href="#causaltrace.Domain">Domain</a>' in block, block
 
 
 def test_pages_are_built_from_their_sources(site):

@@ -1,20 +1,20 @@
 """Sessions over HTTP: a real uvicorn server on loopback (in a thread of the test process) with
-real sandboxed tools on a small generated dataset, driven by :class:`HttpHost` and by raw httpx
-where the status code and headers are the point."""
+real sandboxed tools on a small generated dataset, driven by :class:`HttpHost` (with the
+server's bearer token) and by raw httpx where the status code and headers are the point. What
+the server refuses is tested in test_serve_security.py."""
 
 from __future__ import annotations
 
 import asyncio
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
+from _serve_support import BackgroundServer
 from _training_support import small_dataset
 
 from causaltrace.env import DatasetSource
@@ -22,39 +22,15 @@ from causaltrace.env.session import SUBMITTED
 from causaltrace.errors import CausalTraceError
 from causaltrace.serve import HostConfig, HostFull, SessionHost, UnknownSession
 from causaltrace.serve.client import HttpHost, RequestTimedOut
-from causaltrace.serve.http import make_app
+from causaltrace.serve.host import OverCap
+from causaltrace.serve.http import SessionCaps, make_app
 
 EPISODE = "trainsmoke-000000"
+TOKEN = "http-test-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 pytestmark = pytest.mark.sandbox
-
-
-class BackgroundServer:
-    """uvicorn on 127.0.0.1, an OS-chosen port, in a daemon thread; stopped on exit."""
-
-    def __init__(self, app) -> None:
-        self.app = app
-        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.url = ""
-
-    def __enter__(self) -> BackgroundServer:
-        self.thread.start()
-        deadline = time.monotonic() + 180
-        while not self.server.started:
-            if not self.thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the test server did not start")
-            time.sleep(0.05)
-        port = self.server.servers[0].sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(60)
-        assert not self.thread.is_alive(), "the test server did not stop"
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +41,7 @@ def dataset(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def server(dataset) -> Iterator[BackgroundServer]:
     host = SessionHost(config=HostConfig(max_sessions=2, min_available_mb=0, wait_seconds=0))
-    with BackgroundServer(make_app(host, request_timeout=60.0)) as running:
+    with BackgroundServer(make_app(host, token=TOKEN, request_timeout=60.0)) as running:
         yield running
     assert host.runtime is None, "the app's lifespan closes the host"
 
@@ -94,7 +70,7 @@ def test_import_causaltrace_does_not_load_the_web_stack():
 
 def test_full_episode_over_http(server, dataset):
     async def main():
-        async with HttpHost(server.url) as host:
+        async with HttpHost(server.url, token=TOKEN) as host:
             opened = await host.open(str(dataset), EPISODE)
             sid = opened["session_id"]
             assert "ALERT:" in opened["prompt"]
@@ -129,7 +105,7 @@ def test_full_episode_over_http(server, dataset):
 
 def test_two_sessions_of_one_episode_do_not_share_python_state(server, dataset):
     async def main():
-        async with HttpHost(server.url) as host:
+        async with HttpHost(server.url, token=TOKEN) as host:
             a = (await host.open(str(dataset), EPISODE))["session_id"]
             b = (await host.open(str(dataset), EPISODE))["session_id"]
             try:
@@ -147,12 +123,12 @@ def test_two_sessions_of_one_episode_do_not_share_python_state(server, dataset):
 
 def test_a_full_host_answers_503_and_the_client_raises_host_full(server, dataset):
     async def main():
-        async with HttpHost(server.url) as host:
+        async with HttpHost(server.url, token=TOKEN) as host:
             ids = [(await host.open(str(dataset), EPISODE))["session_id"] for _ in range(2)]
             try:
                 with pytest.raises(HostFull, match="max_sessions=2"):
                     await host.open(str(dataset), EPISODE)
-                async with httpx.AsyncClient(base_url=server.url) as raw:
+                async with httpx.AsyncClient(base_url=server.url, headers=AUTH) as raw:
                     response = await raw.post(
                         "/sessions", json={"dataset": str(dataset), "episode": EPISODE}
                     )
@@ -172,14 +148,14 @@ def test_a_full_host_answers_503_and_the_client_raises_host_full(server, dataset
 
 def test_unknown_sessions_are_404_and_unknown_session(server):
     async def main():
-        async with HttpHost(server.url) as host:
+        async with HttpHost(server.url, token=TOKEN) as host:
             with pytest.raises(UnknownSession, match="nope"):
                 await host.step("nope", python("1"))
             with pytest.raises(UnknownSession):
                 await host.turn("nope", [])
             with pytest.raises(UnknownSession):
                 await host.close_session("nope")
-        async with httpx.AsyncClient(base_url=server.url) as raw:
+        async with httpx.AsyncClient(base_url=server.url, headers=AUTH) as raw:
             return await raw.delete("/sessions/nope")
 
     response = run(main())
@@ -188,7 +164,7 @@ def test_unknown_sessions_are_404_and_unknown_session(server):
 
 def test_bad_requests_name_what_is_wrong(server, dataset, tmp_path):
     async def main():
-        async with HttpHost(server.url) as host:
+        async with HttpHost(server.url, token=TOKEN) as host:
             with pytest.raises(CausalTraceError, match="no-such-episode") as bad_episode:
                 await host.open(str(dataset), "no-such-episode")
             with pytest.raises(CausalTraceError, match="not a complete dataset"):
@@ -197,7 +173,7 @@ def test_bad_requests_name_what_is_wrong(server, dataset, tmp_path):
                 await host.open(str(dataset), EPISODE, env_config={"max_tool_kalls": 3})
             with pytest.raises(CausalTraceError, match="transcript_dir"):  # no remote file paths
                 await host.open(str(dataset), EPISODE, env_config={"transcript_dir": "/tmp/x"})
-            async with httpx.AsyncClient(base_url=server.url) as raw:
+            async with httpx.AsyncClient(base_url=server.url, headers=AUTH) as raw:
                 missing = await raw.post("/sessions", json={"dataset": str(dataset)})
                 status = (await raw.post("/sessions", json={"dataset": "x", "episode": "y"})).json()
             return bad_episode.value, missing, status, await host.health()
@@ -209,11 +185,47 @@ def test_bad_requests_name_what_is_wrong(server, dataset, tmp_path):
     assert health["sessions"] == 0  # failed opens gave their slots back
 
 
+def test_budgets_at_the_caps_open_a_working_session_and_above_are_refused(server, dataset):
+    caps = SessionCaps()
+    parse = {
+        "max_answer_chars": caps.max_answer_chars,
+        "max_output_chars": caps.max_output_chars,
+        "max_answers": caps.max_answers,
+        "max_tool_calls": caps.max_tool_calls,
+    }
+    at_caps = {
+        "max_tool_calls": caps.max_tool_calls,
+        "max_turns": caps.max_turns,
+        "reward": {"parse": parse},
+    }
+
+    async def main():
+        async with HttpHost(server.url, token=TOKEN) as host:
+            over = {**at_caps, "max_turns": caps.max_turns + 1}
+            with pytest.raises(OverCap, match=f"max_turns={caps.max_turns + 1} is above"):
+                await host.open(str(dataset), EPISODE, env_config=over)
+            refused_health = await host.health()
+            sid = (await host.open(str(dataset), EPISODE, env_config=at_caps))["session_id"]
+            try:
+                sql = await host.step(sid, {"name": "sql", "arguments": {"query": "SELECT 1"}})
+                done = await host.step(
+                    sid, {"name": "submit", "arguments": answer(dataset, EPISODE)}
+                )
+            finally:
+                await host.close_session(sid)
+            return refused_health, sql, done
+
+    refused_health, sql, done = run(main())
+    assert refused_health["sessions"] == 0  # a refused open holds no slot
+    assert sql["info"]["tool_calls"] == 1 and not sql["terminated"]
+    assert done["terminated"] and done["reward"] == pytest.approx(1.0)
+
+
 def test_a_request_timeout_is_504_and_the_session_stays_usable(server, dataset):
     app = server.app
 
     async def main():
-        async with HttpHost(server.url) as host:
+        async with HttpHost(server.url, token=TOKEN) as host:
             sid = (await host.open(str(dataset), EPISODE))["session_id"]
             try:
                 await host.step(sid, python("x = 1"))
@@ -245,10 +257,10 @@ def test_idle_sessions_expire_on_the_server(dataset):
     # (here a first python call, which may wait for a worker) must stay under idle_seconds.
     config = HostConfig(max_sessions=2, min_available_mb=0, idle_seconds=3.0)
     host = SessionHost(config=config)
-    app = make_app(host, expire_every=0.25)
+    app = make_app(host, token=TOKEN, expire_every=0.25)
 
     async def main(url: str):
-        async with HttpHost(url) as client:
+        async with HttpHost(url, token=TOKEN) as client:
             kept = (await client.open(str(dataset), EPISODE))["session_id"]
             idle = (await client.open(str(dataset), EPISODE))["session_id"]
             for _ in range(18):  # keep one session busy for 4.5 s; leave the other alone
