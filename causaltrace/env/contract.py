@@ -149,6 +149,7 @@ class ToolContract:
         max_tool_calls: int = 30,
         idle_seconds: float = 600,
         tool_config: Mapping[str, Any] | None = None,
+        retry_malformed_submit: bool = False,
     ) -> dict[str, Any]:
         """verl's tool-config content (``actor_rollout_ref.rollout.multi_turn.tool_config_path``).
 
@@ -161,6 +162,8 @@ class ToolContract:
             idle_seconds: Evict a sample's tools after this long unused; 600 by default.
             tool_config: :class:`~causaltrace.tools.ToolConfig` fields for the sandbox; the
                 defaults by default.
+            retry_malformed_submit: A malformed submit answers with its format error and the
+                sample may submit again (``parse.retry_malformed_submit``); off by default.
         """
         config: dict[str, Any] = {
             "type": "native",
@@ -168,6 +171,8 @@ class ToolContract:
             "max_tool_calls": int(max_tool_calls),
             "idle_seconds": float(idle_seconds),
         }
+        if retry_malformed_submit:
+            config["retry_malformed_submit"] = True
         if tool_config:
             config["tools"] = dict(tool_config)
         classes = {"sql": "VerlSqlTool", "python": "VerlPythonTool", SUBMIT: "VerlSubmitTool"}

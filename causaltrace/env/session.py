@@ -4,6 +4,10 @@ A turn is one assistant message; it may carry several tool calls. Each tool call
 unit of the ``max_tool_calls`` budget and each turn one unit of ``max_turns``; a call past a
 budget ends the episode (truncated) with no attribution reward. ``submit`` ends it (terminated)
 and scores the answer against the label; the agent only reads "Submission received."
+
+With the reward's ``parse.retry_malformed_submit`` (on in the RL exports), a submit whose
+arguments do not parse does not end the episode: the agent reads the named format error, the
+call costs one unit of ``max_tool_calls``, and it may submit again (see ``docs/rewards.md``).
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -137,6 +141,7 @@ class DiagnosisSession:
         self.prompt = source.prompt(episode)
         self.tool_calls = 0
         self.turns = 0
+        self.malformed_submits = 0
         self.done = False
         self.result: dict[str, Any] | None = None
         self.messages: list[dict[str, Any]] = [{"role": "user", "content": self.prompt}]
@@ -250,7 +255,7 @@ class DiagnosisSession:
 
     async def _call(self, call: ToolCall, call_id: str) -> StepResult:
         if call.name == "submit":
-            return self._submit({"name": "submit", "arguments": call.arguments})
+            return self._submit({"name": "submit", "arguments": call.arguments}, call_id)
         if self.tool_calls >= self.config.max_tool_calls:
             return self._truncate("tool-call budget exhausted")
         self.tool_calls += 1
@@ -271,11 +276,14 @@ class DiagnosisSession:
         """A turn without tool calls: the final message is the answer (if it holds one)."""
         return self._submit(self.messages[1:])
 
-    def _submit(self, output: Any) -> StepResult:
+    def _submit(self, output: Any, call_id: str | None = None) -> StepResult:
         reward = CompositeReward.from_config(self.config.reward or None)
         parsed = reward.parse(
             output, self.source.answer_space, tool_calls=self.tool_calls, turns=self.turns
         )
+        if not parsed.ok and call_id is not None and reward.policy.retry_malformed_submit:
+            return self._refuse_submit(parsed.error or "invalid answer", call_id)
+        parsed = replace(parsed, malformed_submits=self.malformed_submits)
         scored = reward(parsed, self.source.label(self.episode))
         self.done = True
         self.result = {
@@ -288,6 +296,21 @@ class DiagnosisSession:
             self.messages.append({"role": "tool", "name": "submit", "content": SUBMITTED})
         return StepResult(SUBMITTED, scored.score, True, False, self._info())
 
+    def _refuse_submit(self, error: str, call_id: str) -> StepResult:
+        """A malformed submit, with retries on: the agent reads why, at the cost of a call."""
+        if self.tool_calls >= self.config.max_tool_calls:
+            return self._truncate("tool-call budget exhausted")
+        self.tool_calls += 1
+        self.malformed_submits += 1
+        observation = (
+            f"Error: the submission was not accepted: {error}. Nothing was scored; fix the "
+            "answer and call submit again (this call counted against the tool-call budget)."
+        )
+        self.messages.append(
+            {"role": "tool", "tool_call_id": call_id, "name": "submit", "content": observation}
+        )
+        return StepResult(observation, 0.0, False, False, self._info())
+
     def _truncate(self, reason: str) -> StepResult:
         reward = CompositeReward.from_config(self.config.reward or None)
         parsed = ParsedAnswer(
@@ -296,6 +319,7 @@ class DiagnosisSession:
             error=reason,
             tool_calls=self.tool_calls,
             turns=self.turns,
+            malformed_submits=self.malformed_submits,
         )
         scored = reward(parsed, self.source.label(self.episode))
         self.done = True

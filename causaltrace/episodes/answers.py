@@ -371,6 +371,10 @@ class AnswerSpace:
         """
         if value is None:
             return None
+        if isinstance(value, str) and value.strip() in _NULL_TEXTS:
+            # A null written as text: what XML tool-call formats carry (Qwen3.5's template
+            # renders a Python None as "None"); no slice text has this form.
+            return None
         if isinstance(value, Mapping):
             for key, level in value.items():
                 if not isinstance(key, str) or not isinstance(level, str):
@@ -629,6 +633,9 @@ class AnswerSpace:
             "required": ["root_cause"],
             "additionalProperties": False,
         }
+
+
+_NULL_TEXTS = frozenset({"null", "None", "none", "NULL"})
 
 
 def _cross_codes(sizes: Sequence[int]) -> np.ndarray:

@@ -16,7 +16,12 @@ Policy (see ``docs/rewards.md``):
    searched, so a tool (or a prompt) that echoes an answer cannot supply one.
 2. If the agent called the submit tool (``submit`` by default) anywhere, its arguments are the
    answer. The arguments may be a JSON string or an object. Submit calls that parse must all
-   agree; several different submitted answers are a format error.
+   agree; several different submitted answers are a format error. With
+   ``retry_malformed_submit`` (the environment answered a malformed submit with its error and
+   let the agent try again), the first submit that parses is the answer, and each malformed
+   one before it cost a tool call.
+   Calls are read in every format of :mod:`causaltrace.scoring.call_formats` (Hermes and
+   Llama 3 JSON, Qwen3.5 / Qwen3-Coder XML, GLM, Kimi), or those ``call_formats`` names.
 3. Otherwise the answer is the JSON object with a ``root_cause`` (or ``causes``) key in the
    agent's final message (outside ``<think>`` blocks). Answers in earlier turns are ignored; several different
    answers in the final message are a format error (identical repeats are accepted).
@@ -34,6 +39,12 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from causaltrace.episodes.answers import Answer, AnswerFormatError, AnswerSpace
+from causaltrace.scoring.call_formats import (
+    CALL_FORMATS,
+    JSON_FORMAT,
+    find_markup_calls,
+    mask_spans,
+)
 
 AGENT_ROLES = frozenset({"assistant", "model", "gpt", "bot", "agent"})
 TOOL_ROLES = frozenset({"tool", "ipython", "function", "observation", "tool_response"})
@@ -53,6 +64,13 @@ class ParsePolicy:
     - ``max_tool_calls``: the environment's tool-call budget, if any. More non-submit calls
       than this before the first submit is "tool-call budget exhausted", as the environment
       ends the episode there (so that scoring a completion and running it agree).
+    - ``retry_malformed_submit``: a malformed submit does not end the episode: the environment
+      answers with the format error, the call costs one unit of ``max_tool_calls``, and the
+      first submit that parses is the answer. Off by default (evaluation: one submit); the RL
+      exports turn it on.
+    - ``call_formats``: the tool-call text formats read (see
+      :mod:`causaltrace.scoring.call_formats`); every one by default (their markers do not
+      overlap, so none needs declaring).
     """
 
     submit_tools: tuple[str, ...] = ("submit", "submit_answer")
@@ -62,6 +80,17 @@ class ParsePolicy:
     max_answers: int = 16
     allow_extra_keys: bool = False
     max_tool_calls: int | None = None
+    retry_malformed_submit: bool = False
+    call_formats: tuple[str, ...] = CALL_FORMATS
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.call_formats) - set(CALL_FORMATS))
+        if unknown or not self.call_formats:
+            raise ValueError(
+                f"parse.call_formats: unknown or no format(s) {unknown}; known: {list(CALL_FORMATS)}"
+            )
+        if self.max_tool_calls is not None and self.max_tool_calls < 0:
+            raise ValueError(f"parse.max_tool_calls must be >= 0, got {self.max_tool_calls}")
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any] | None) -> ParsePolicy:
@@ -78,7 +107,7 @@ class ParsePolicy:
         unknown = sorted(set(cfg) - known)
         if unknown:
             raise ValueError(f"unknown parse option(s) {unknown}; known: {sorted(known)}")
-        for key in ("submit_tools", "submit_wrapper_keys"):
+        for key in ("submit_tools", "submit_wrapper_keys", "call_formats"):
             if key in cfg:
                 cfg[key] = tuple(cfg[key])
         return cls(**cfg)
@@ -91,7 +120,9 @@ class ParsedAnswer:
     ``answer`` is ``None`` when no valid answer was found; ``error`` then says why. ``source`` is
     ``"submit"``, ``"message"`` (a JSON object in the final message), ``"object"`` (a mapping
     given directly) or ``"none"``. ``tool_calls`` counts the agent's tool calls other than
-    submit; ``turns`` counts the agent's turns (assistant messages or segments).
+    submit; ``turns`` counts the agent's turns (assistant messages or segments);
+    ``malformed_submits`` counts submit calls refused before the answer (only with
+    ``retry_malformed_submit``).
     """
 
     answer: Answer | None
@@ -101,6 +132,7 @@ class ParsedAnswer:
     tool_calls: int = 0
     turns: int = 0
     notes: tuple[str, ...] = ()
+    malformed_submits: int = 0
 
     @property
     def ok(self) -> bool:
@@ -164,6 +196,7 @@ def parse_answer(
             result.tool_calls if tool_calls is None else int(tool_calls),
             result.turns if turns is None else int(turns),
             result.notes,
+            result.malformed_submits,
         )
     return result
 
@@ -173,11 +206,14 @@ _HEADER = re.compile(
     r"<\|im_start\|>[ \t]*(?P<chatml>[A-Za-z_]+)"
     r"|<\|start_header_id\|>[ \t]*(?P<llama>[A-Za-z_]+)[ \t]*<\|end_header_id\|>"
     r"|<start_of_turn>[ \t]*(?P<gemma>[A-Za-z_]+)"
+    r"|<\|(?P<glm>system|user|assistant|observation)\|>"
+    r"|<\|im_(?:system|user|assistant)\|>[ \t]*(?P<kimi>[A-Za-z_]+)[ \t]*<\|im_middle\|>"
 )
 _TOOL_BLOCK = re.compile(
     r"<tool_response>.*?(?:</tool_response>|\Z)|\[TOOL_RESULTS\].*?(?:\[/TOOL_RESULTS\]|\Z)",
     re.DOTALL,
 )
+_SEGMENT = re.compile(f"(?P<tool>{_TOOL_BLOCK.pattern})|{_HEADER.pattern}", re.DOTALL)
 _END_MARKERS = re.compile(
     r"<\|im_end\|>|<\|eot_id\|>|<\|eom_id\|>|<end_of_turn>|<\|end\|>|<\|endoftext\|>|</s>"
 )
@@ -190,33 +226,27 @@ def split_segments(text: str) -> list[tuple[str, str]]:
 
     Roles are ``"agent"``, ``"tool"`` or ``"other"`` (user, system). Text before the first role
     header is the agent's (verl's response starts inside the assistant turn). Tool-output
-    blocks are tool segments wherever they appear. Agent segments that are empty once role
-    words left by ``skip_special_tokens`` decoding are removed are dropped.
+    blocks are tool segments wherever they appear, and are read first: a role header inside a
+    tool output (a table that prints ``<|im_start|>assistant``) is the tool's text, never a
+    turn of the agent. Segments that are empty once end markers and the role words left by
+    ``skip_special_tokens`` decoding are removed are dropped.
     """
     raw: list[tuple[str, str]] = []
     pos, role = 0, "agent"
-    for m in _HEADER.finditer(text):
+    for m in _SEGMENT.finditer(text):
         raw.append((role, text[pos : m.start()]))
-        name = (m.group("chatml") or m.group("llama") or m.group("gemma") or "").lower()
-        role = "agent" if name in AGENT_ROLES else "tool" if name in TOOL_ROLES else "other"
         pos = m.end()
-    raw.append((role, text[pos:]))
-    out: list[tuple[str, str]] = []
-    for role, chunk in raw:
-        chunk = _END_MARKERS.sub("", chunk)
-        if role != "agent":
-            out.append((role, chunk))
+        if m.lastgroup == "tool":
+            raw.append(("tool", m.group(0)))
             continue
-        last = 0
-        for m in _TOOL_BLOCK.finditer(chunk):
-            out.append(("agent", chunk[last : m.start()]))
-            out.append(("tool", m.group(0)))
-            last = m.end()
-        out.append(("agent", chunk[last:]))
+        name = next((g for g in m.groups()[1:] if g), "").lower()
+        role = "agent" if name in AGENT_ROLES else "tool" if name in TOOL_ROLES else "other"
+    raw.append((role, text[pos:]))
+    out = [(role, _END_MARKERS.sub("", chunk)) for role, chunk in raw]
     return [
         (role, chunk)
         for role, chunk in out
-        if role != "agent" or _BARE_ROLE_LINE.sub("", chunk).strip()
+        if (chunk.strip() if role == "tool" else _BARE_ROLE_LINE.sub("", chunk).strip())
     ]
 
 
@@ -384,8 +414,7 @@ class _Parser:
             return self.fail("no agent text in the output", turns=0)
         calls: list[tuple[str, Any]] = []
         for chunk in agent:
-            objs, _ = _find_objects(chunk, self.window)
-            calls.extend(c for c in (_as_call(f.obj) for f in objs) if c is not None)
+            calls.extend(self.calls_in(chunk))
         # A transcript that ends on a tool output has no final message (the agent was cut off).
         final = None if segments[-1][0] == "tool" else _THINK.sub("", agent[-1])
         n_calls = self.count_calls(calls, n_tool_outputs)
@@ -416,8 +445,7 @@ class _Parser:
                 call = _as_call(tc)
                 if call is not None:
                     calls.append(call)
-            objs, _ = _find_objects(text, self.window)
-            calls.extend(c for c in (_as_call(f.obj) for f in objs) if c is not None)
+            calls.extend(self.calls_in(text))
             if text.strip() or structured:
                 agent_texts.append(text)
         if not agent_texts:
@@ -425,6 +453,16 @@ class _Parser:
         final = None if ends_on_tool else _THINK.sub("", agent_texts[-1])
         n_calls = self.count_calls(calls, n_tool_outputs)
         return self.decide(calls, final, tool_calls=n_calls, turns=len(agent_texts))
+
+    def calls_in(self, text: str) -> list[tuple[str, Any]]:
+        """The tool calls written in one agent text, in order, in every format read."""
+        markup = find_markup_calls(text, self.policy.call_formats)
+        found = [(c.start, (c.name, c.arguments)) for c in markup]
+        if JSON_FORMAT in self.policy.call_formats:
+            objs, _ = _find_objects(mask_spans(text, markup), self.window)
+            found.extend((f.start, call) for f in objs if (call := _as_call(f.obj)) is not None)
+        found.sort(key=lambda item: item[0])
+        return [call for _, call in found]
 
     def count_calls(self, calls: list[tuple[str, Any]], n_tool_outputs: int) -> int:
         submits = sum(1 for name, _ in calls if name in self.policy.submit_tools)
@@ -436,6 +474,10 @@ class _Parser:
     ) -> ParsedAnswer:
         counts = {"tool_calls": tool_calls, "turns": turns}
         budget = self.policy.max_tool_calls
+        if self.policy.retry_malformed_submit and any(
+            name in self.policy.submit_tools for name, _ in calls
+        ):
+            return self.first_valid_submit(calls, counts)
         if budget is not None:
             first_submit = next(
                 (i for i, (name, _) in enumerate(calls) if name in self.policy.submit_tools),
@@ -473,6 +515,37 @@ class _Parser:
             )
         results = [self.answer_from(f.obj, source="message", size=f.end - f.start) for f in answers]
         return self.agree(results, "message", counts)
+
+    def first_valid_submit(
+        self, calls: list[tuple[str, Any]], counts: dict[str, int]
+    ) -> ParsedAnswer:
+        """With retries: the first submit that parses is the answer; each call before it, a
+        malformed submit included, costs one unit of the budget (as in the environment)."""
+        budget = self.policy.max_tool_calls
+        spent, malformed, last = 0, 0, None
+        for name, args in calls:
+            if name not in self.policy.submit_tools:
+                spent += 1
+                continue
+            last = self.submit_args(args)
+            if budget is not None and spent > budget:
+                return self.fail("tool-call budget exhausted", **counts)
+            if last.ok:
+                return ParsedAnswer(
+                    last.answer,
+                    self.space,
+                    None,
+                    last.source,
+                    notes=last.notes,
+                    malformed_submits=malformed,
+                    **counts,
+                )
+            spent += 1
+            malformed += 1
+        assert last is not None  # there was a submit call
+        return self.fail(
+            f"submit call: {last.error}", source="submit", malformed_submits=malformed, **counts
+        )
 
     def agree(
         self, results: list[ParsedAnswer], where: str, counts: dict[str, int]

@@ -268,6 +268,26 @@ def graded_attribution(
     return 0.5 + 0.5 * slice_jaccard(answer, label)
 
 
+@register_reward("malformed_submit")
+def malformed_submit(
+    answer: ParsedAnswer, label: OracleLabel, *, max_penalty: float | None = None
+) -> float:
+    """A penalty of 1 per malformed submit the environment refused before the answer, <= 0.
+
+    Only with ``parse.retry_malformed_submit`` can an episode have any (without it the first
+    submit ends the episode). With weight ``w`` and budget ``max_tool_calls`` the term moves
+    the composite by at most ``-w * max_tool_calls`` (or ``-w * max_penalty``), so a reward
+    in ``[0, 1]`` becomes one in ``[-w * max_tool_calls, 1]``.
+
+    Args:
+        answer: The parsed answer.
+        label: The episode's oracle label.
+        max_penalty: A cap on the number counted; no cap by default.
+    """
+    count = float(answer.malformed_submits)
+    return -min(count, max_penalty) if max_penalty is not None else -count
+
+
 @register_reward("tool_call_cost")
 def tool_call_cost(
     answer: ParsedAnswer,
@@ -453,8 +473,13 @@ class CompositeReward:
             "allow_extra_keys": policy.allow_extra_keys,
             "submit_wrapper_keys": list(policy.submit_wrapper_keys),
         }
-        if policy.max_tool_calls is not None:  # absent by default: older configs rebuild as-is
+        # absent at their defaults: older configs rebuild (and serialize) as they were
+        if policy.max_tool_calls is not None:
             parse["max_tool_calls"] = policy.max_tool_calls
+        if policy.retry_malformed_submit:
+            parse["retry_malformed_submit"] = True
+        if policy.call_formats != ParsePolicy().call_formats:
+            parse["call_formats"] = list(policy.call_formats)
         return {"terms": terms, "parse": parse}
 
     def __call__(self, answer: ParsedAnswer, label: OracleLabel) -> RewardResult:

@@ -22,7 +22,12 @@ from causaltrace.errors import CausalTraceError
 from causaltrace.eval.harness import RESULTS_FILE, RUN_FILE, TRANSCRIPT_DIR, read_results
 from causaltrace.eval.report import read_transcript
 from causaltrace.training.hf import export_hf_dataset
-from causaltrace.training.records import dataset_records, ground_truth_json
+from causaltrace.training.records import (
+    RL_RULES,
+    EpisodeRules,
+    dataset_records,
+    ground_truth_json,
+)
 from causaltrace.training.verl_reward import export_verl_parquet
 
 SUBMIT = "submit"
@@ -372,7 +377,12 @@ RL_FORMATS = ("trl", "verl", "hf")
 
 
 def write_verl_tools(
-    dataset: str | Path, out: str | Path, *, max_tool_calls: int = 30, idle_seconds: float = 600
+    dataset: str | Path,
+    out: str | Path,
+    *,
+    max_tool_calls: int = RL_RULES.max_tool_calls,
+    idle_seconds: float = 600,
+    retry_malformed_submit: bool = RL_RULES.retry_malformed_submit,
 ) -> Path:
     """verl's tool-config YAML for ``dataset``, rendered from its tool contract.
 
@@ -381,13 +391,18 @@ def write_verl_tools(
         out: The YAML file to write.
         max_tool_calls: The most tool calls per episode; 30 by default.
         idle_seconds: How long a session may sit idle before it is closed; 600 by default.
+        retry_malformed_submit: A malformed submit answers with its format error and the
+            sample may submit again; on by default (as the exported ground truths say).
 
     Returns:
         ``out``.
     """
 
     config = ToolContract.for_dataset(dataset).verl_tool_config(
-        str(dataset), max_tool_calls=max_tool_calls, idle_seconds=idle_seconds
+        str(dataset),
+        max_tool_calls=max_tool_calls,
+        idle_seconds=idle_seconds,
+        retry_malformed_submit=retry_malformed_submit,
     )
     header = (
         "# verl tool config rendered by `causaltrace-export verl-tools` from the tool contract\n"
@@ -399,7 +414,12 @@ def write_verl_tools(
 
 
 def export_rl(
-    dataset: str | Path, out: str | Path, fmt: str, *, limit: int | None = None
+    dataset: str | Path,
+    out: str | Path,
+    fmt: str,
+    *,
+    limit: int | None = None,
+    rules: EpisodeRules = RL_RULES,
 ) -> dict[str, Any]:
     """Write a dataset's episodes as RL rows in ``fmt`` (see the module docstring).
 
@@ -409,6 +429,9 @@ def export_rl(
         fmt: ``"trl"`` (JSONL), ``"verl"`` (Parquet, with its tool config next to it) or
             ``"hf"`` (a saved ``datasets.Dataset``).
         limit: Write only the first ``limit`` episodes; all by default.
+        rules: The environment's rules, stored in every ground truth and (for verl) written
+            into the tool config, so that the tools and the reward apply one budget;
+            :data:`~causaltrace.training.records.RL_RULES` by default.
 
     Returns:
         What was written: the format, the number of rows, the output path (and the tool config
@@ -427,19 +450,25 @@ def export_rl(
     out.parent.mkdir(parents=True, exist_ok=True)
     written: dict[str, Any] = {"format": fmt, "rows": len(records), "out": str(out)}
     if fmt == "verl":
-        export_verl_parquet(records, out, split=str(records[0].metadata.get("split", "train")))
+        split = str(records[0].metadata.get("split", "train"))
+        export_verl_parquet(records, out, split=split, rules=rules)
         tools = out.with_name(out.stem + ".tools.yaml")
-        write_verl_tools(source.root, tools)
+        write_verl_tools(
+            source.root,
+            tools,
+            max_tool_calls=rules.max_tool_calls,
+            retry_malformed_submit=rules.retry_malformed_submit,
+        )
         written["tools"] = str(tools)
     elif fmt == "hf":
-        export_hf_dataset(records, out)
+        export_hf_dataset(records, out, rules=rules)
     else:
         lines = [
             json.dumps(
                 {
                     "prompt": [dict(m) for m in r.prompt],
                     "episode_id": r.episode_id,
-                    "ground_truth": ground_truth_json(r.label, r.space),
+                    "ground_truth": ground_truth_json(r.label, r.space, rules=rules),
                 },
                 ensure_ascii=False,
                 sort_keys=True,

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from causaltrace.scoring.rewards import CompositeReward
-from causaltrace.training.records import as_records, ground_truth_json
+from causaltrace.training.records import RL_RULES, EpisodeRules, as_records, ground_truth_json
 
 LABEL_COLUMN = "ground_truth"
 
@@ -25,6 +25,7 @@ def hf_columns(
     split: str | None = None,
     include_label: bool = True,
     reward: CompositeReward | Mapping[str, Any] | None = None,
+    rules: EpisodeRules | None = RL_RULES,
 ) -> dict[str, list[Any]]:
     """The split as columns (a dict of equal-length lists), ready for ``Dataset.from_dict``.
 
@@ -36,6 +37,8 @@ def hf_columns(
             released without answers).
         reward: A reward config to store in each row's ground truth; none by default (the
             reward functions then use TRACE).
+        rules: The environment's rules to store in each ground truth;
+            :data:`~causaltrace.training.records.RL_RULES` by default.
     """
     cols: dict[str, list[Any]] = {"episode_id": [], "prompt": [], "metadata": []}
     if include_label:
@@ -46,7 +49,7 @@ def hf_columns(
         meta = {"domain": rec.space.name, **({"split": split} if split else {}), **rec.metadata}
         cols["metadata"].append(meta)
         if include_label:
-            cols[LABEL_COLUMN].append(ground_truth_json(rec.label, rec.space, reward))
+            cols[LABEL_COLUMN].append(ground_truth_json(rec.label, rec.space, reward, rules))
     return cols
 
 

@@ -20,6 +20,41 @@ from omegaconf import OmegaConf
 from causaltrace.errors import CausalTraceError
 from causaltrace.training.trl_env import make_trl_environment, trl_reward, trl_rows
 
+# How each model family's chat template writes a tool call, as verl's rollout must parse it
+# (``actor_rollout_ref.rollout.multi_turn.format``: the names of verl's ToolParser registry).
+# Longest prefix wins. A wrong parser is silent in verl: it logs "Failed to decode tool call"
+# and no tool ever runs. causaltrace's own parser reads all of these formats (see
+# causaltrace.scoring.call_formats), so compute_score needs no setting.
+VERL_TOOL_PARSERS: Mapping[str, str] = {
+    "Qwen/Qwen2.5": "hermes",
+    "Qwen/Qwen3-": "hermes",  # Qwen3 (2504, 2507): Hermes JSON in <tool_call>
+    "Qwen/Qwen3-Coder": "qwen3_coder",  # XML: <function=...><parameter=...>
+    "Qwen/Qwen3.5": "qwen3_coder",
+    "Qwen/Qwen3.6": "qwen3_coder",
+    "zai-org/GLM-4.5": "glm",  # <arg_key>/<arg_value>
+    "zai-org/GLM-4.6": "glm",
+    "moonshotai/Kimi-K2": "kimi",  # <|tool_call_begin|>functions.name:0 ...
+    "openai/gpt-oss": "gpt-oss",
+}
+
+
+def verl_tool_parser(model: str) -> str:
+    """verl's ``multi_turn.format`` for a model (Hugging Face name), by its family.
+
+    Args:
+        model: The model's hub name, e.g. ``Qwen/Qwen3.5-35B-A3B``.
+
+    Raises:
+        CausalTraceError: No known family; say which parser its chat template needs.
+    """
+    matches = [prefix for prefix in VERL_TOOL_PARSERS if model.startswith(prefix)]
+    if not matches:
+        raise CausalTraceError(
+            f"no known tool-call format for model {model!r}; set verl's multi_turn.format to the "
+            f"parser its chat template needs (known families: {sorted(VERL_TOOL_PARSERS)})"
+        )
+    return VERL_TOOL_PARSERS[max(matches, key=len)]
+
 
 def load_recipe(path: str | Path, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A recipe config as a plain dict, with ``overrides`` (top-level keys, or ``config.<field>``

@@ -2,20 +2,23 @@
 
 A *record* is one episode as a trainer sees it: its id, the prompt (chat messages), the oracle
 label, the answer space, and answer-free metadata. The *ground truth* is a JSON string holding the
-label, the answer space and, optionally, the reward configuration, so that a reward worker can
-score an output from that string alone, without the SCM or the dataset.
+label, the answer space, the environment's rules (:class:`EpisodeRules`: the tool-call budget and
+whether a malformed submit could be retried) and, optionally, the reward configuration, so that a
+reward worker can score an output from that string alone, without the SCM or the dataset, and by
+the rules the rollout ran under.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
 from causaltrace.core.files import json_load
 from causaltrace.datasets.reading import DatasetSource
+from causaltrace.env.session import EnvConfig
 from causaltrace.episodes.answers import AnswerSpace
 from causaltrace.episodes.labels import OracleLabel
 from causaltrace.scoring.rewards import CompositeReward
@@ -145,18 +148,61 @@ def _message(msg: Mapping[str, Any]) -> dict[str, Any]:
 
 
 # -- ground truth -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class EpisodeRules:
+    """The environment's rules a rollout ran under, stored in its ground truth.
+
+    A reward adapter that scores a text transcript (verl's ``compute_score``, TRL's reward
+    functions) cannot see the environment; without these it would accept a submit made after
+    the budget ran out, or refuse the valid retry that followed a malformed submit. One
+    setting, written once at export, so the tools and every reward agree.
+
+    Args:
+        max_tool_calls: The tool-call budget; :class:`~causaltrace.env.EnvConfig`'s (30) by
+            default. A reward config that sets ``parse.max_tool_calls`` itself wins.
+        retry_malformed_submit: A malformed submit answered with its format error and let the
+            agent try again (see :class:`~causaltrace.scoring.ParsePolicy`); on by default, as
+            in the RL exports.
+    """
+
+    max_tool_calls: int = EnvConfig.max_tool_calls
+    retry_malformed_submit: bool = True
+
+    def __post_init__(self) -> None:
+        if self.max_tool_calls < 1:
+            raise ValueError(f"rules: max_tool_calls must be >= 1, got {self.max_tool_calls}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "max_tool_calls": int(self.max_tool_calls),
+            "retry_malformed_submit": bool(self.retry_malformed_submit),
+        }
+
+    def env_reward(self) -> dict[str, Any]:
+        """The ``reward`` section of an environment config that runs by these rules."""
+        return {"parse": {"retry_malformed_submit": bool(self.retry_malformed_submit)}}
+
+
+RL_RULES = EpisodeRules()
+"""The rules the RL exports store and run their tools by: the default budget, retries on."""
+
+
 def ground_truth_json(
     label: OracleLabel,
     space: AnswerSpace,
     reward: CompositeReward | Mapping[str, Any] | None = None,
+    rules: EpisodeRules | None = None,
 ) -> str:
-    """The ground truth string of one episode: label, answer space and optional reward config.
+    """The ground truth string of one episode: label, answer space, the environment's rules and
+    optional reward config.
 
     Args:
         label: The episode's oracle label.
         space: The episode's answer space.
         reward: A reward (or its config) to store with the label; none by default (the reward
             functions then use TRACE).
+        rules: The environment's rules to score by; none by default (the reward's own parse
+            policy alone; the RL exports store :class:`EpisodeRules`' defaults).
 
     Returns:
         Compact JSON with sorted keys, so equal ground truths are equal strings.
@@ -171,6 +217,8 @@ def ground_truth_json(
         if not isinstance(reward, CompositeReward):
             reward = CompositeReward.from_config(reward)
         data["reward"] = reward.config()
+    if rules is not None:
+        data["rules"] = rules.to_dict()
     return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
 
@@ -179,6 +227,36 @@ class GroundTruth:
     label: OracleLabel
     space: AnswerSpace
     reward: Mapping[str, Any] | None = None
+    rules: EpisodeRules | None = None
+
+    def scoring_reward(
+        self, reward: CompositeReward | Mapping[str, Any] | None = None
+    ) -> CompositeReward:
+        """The reward to score this episode with: ``reward``, else the stored one, else TRACE;
+        its parse policy then takes the stored rules (a budget the reward sets itself wins).
+
+        Args:
+            reward: A reward (or its config) chosen by the caller; none by default.
+        """
+        composite = reward_from(reward if reward is not None else self.reward)
+        if self.rules is None:
+            return composite
+        policy = composite.policy
+        ruled = replace(
+            policy,
+            max_tool_calls=(
+                policy.max_tool_calls
+                if policy.max_tool_calls is not None
+                else self.rules.max_tool_calls
+            ),
+            retry_malformed_submit=policy.retry_malformed_submit
+            or self.rules.retry_malformed_submit,
+        )
+        if ruled == policy:
+            return composite
+        config = composite.config()
+        config["parse"] = {**config["parse"], **_policy_delta(ruled)}
+        return reward_from(config)
 
 
 _SPACES: dict[str, AnswerSpace] = {}
@@ -223,7 +301,20 @@ def _load(data: Mapping[str, Any]) -> GroundTruth:
                 _SPACES.clear()
             _SPACES[key] = space
     label = OracleLabel.from_dict(data["label"])
-    return GroundTruth(label, space, data.get("reward"))
+    rules = data.get("rules")
+    if rules is not None:
+        try:
+            rules = EpisodeRules(**rules)
+        except TypeError as exc:
+            raise ValueError(f"ground truth rules {rules!r} are not valid: {exc}") from None
+    return GroundTruth(label, space, data.get("reward"), rules)
+
+
+def _policy_delta(policy: Any) -> dict[str, Any]:
+    return {
+        "max_tool_calls": policy.max_tool_calls,
+        "retry_malformed_submit": policy.retry_malformed_submit,
+    }
 
 
 _REWARDS: dict[str, CompositeReward] = {}

@@ -35,6 +35,7 @@ from causaltrace.datasets.reading import DatasetSource
 from causaltrace.env.contract import ToolContract
 from causaltrace.env.session import EnvConfig
 from causaltrace.serve import HostConfig, SessionHost
+from causaltrace.training.records import RL_RULES
 
 
 class _HostLoop:
@@ -198,8 +199,9 @@ def make_trl_environment(
 
     Args:
         dataset: The generated dataset's directory.
-        config: The episodes' budgets and reward; :class:`~causaltrace.env.EnvConfig` defaults by
-            default.
+        config: The episodes' budgets and reward; by default :class:`~causaltrace.env.EnvConfig`'s
+            budgets, with a malformed submit answered by its format error and retried
+            (:data:`~causaltrace.training.records.RL_RULES`).
         tool_config (ToolConfig | Mapping | None): The sandbox settings of the in-process host;
             the defaults by default.
         host (SessionHost | RayHost | HttpHost | Callable | None): Where sessions run: a host, or
@@ -209,7 +211,7 @@ def make_trl_environment(
     methods = ToolContract.for_dataset(source).python_tools(_tool_call)
     attrs = {
         "dataset": str(dataset),
-        "config": config or EnvConfig(),
+        "config": config or EnvConfig(reward=RL_RULES.env_reward()),
         "tool_config": tool_config,
         "_host_spec": host,
     }

@@ -39,8 +39,7 @@ def _scores(
     results = []
     for completion, truth in zip(completions, truths):
         gt = load_ground_truth(truth)
-        composite = reward_from(reward if reward is not None else gt.reward)
-        results.append(composite.score_output(completion, gt.label, gt.space))
+        results.append(gt.scoring_reward(reward).score_output(completion, gt.label, gt.space))
     return results
 
 

@@ -22,10 +22,11 @@ from typing import Any
 
 from causaltrace.scoring.rewards import CompositeReward
 from causaltrace.training.records import (
+    RL_RULES,
+    EpisodeRules,
     as_records,
     ground_truth_json,
     load_ground_truth,
-    reward_from,
 )
 
 DEFAULT_DATA_SOURCE = "causaltrace"
@@ -44,8 +45,12 @@ def compute_score(
     "turns"}`` (floats only, the same keys for every row, as verl's metric logging needs).
 
     The reward is, in order: ``reward`` (e.g. from ``custom_reward_function.reward_kwargs``), the
-    reward config stored in the ground truth, TRACE's default. A bad ``ground_truth`` raises (it is
-    the dataset's fault); nothing the agent wrote does.
+    reward config stored in the ground truth, TRACE's default; the environment's rules stored in
+    the ground truth (the tool-call budget, retries of a malformed submit) apply to it, so a
+    sample that ran out of budget scores as the environment ended it. Tool calls are read in
+    every supported format (Hermes and Llama 3 JSON, Qwen3.5 / Qwen3-Coder XML, GLM, Kimi: see
+    :mod:`causaltrace.scoring.call_formats`). A bad ``ground_truth`` raises (it is the
+    dataset's fault); nothing the agent wrote does.
 
     Args:
         data_source: The row's data source; not used (verl passes it).
@@ -59,8 +64,7 @@ def compute_score(
         ValueError: ``ground_truth`` is not a valid ground truth.
     """
     gt = load_ground_truth(ground_truth)
-    composite = reward_from(reward if reward is not None else gt.reward)
-    return composite.score_output(solution_str, gt.label, gt.space).to_dict()
+    return gt.scoring_reward(reward).score_output(solution_str, gt.label, gt.space).to_dict()
 
 
 def verl_rows(
@@ -72,6 +76,7 @@ def verl_rows(
     tool_names: Sequence[str] = ("sql", "python", "submit"),
     interaction_name: str | None = None,
     reward: CompositeReward | Mapping[str, Any] | None = None,
+    rules: EpisodeRules | None = RL_RULES,
 ) -> list[dict[str, Any]]:
     """Rows in verl's dataset schema, one per record.
 
@@ -90,6 +95,8 @@ def verl_rows(
             ``python`` and ``submit`` by default (none: no tool kwargs).
         interaction_name: The verl interaction to name in ``interaction_kwargs``; none by default.
         reward: A reward config to store in each ground truth; none by default.
+        rules: The environment's rules to store in each ground truth (the budget of the tools'
+            config, retries of a malformed submit); :class:`EpisodeRules`' defaults by default.
     """
     rows = []
     for index, rec in enumerate(as_records(records)):
@@ -110,7 +117,7 @@ def verl_rows(
                 "ability": ability,
                 "reward_model": {
                     "style": "rule",
-                    "ground_truth": ground_truth_json(rec.label, rec.space, reward),
+                    "ground_truth": ground_truth_json(rec.label, rec.space, reward, rules),
                 },
                 "extra_info": extra,
             }

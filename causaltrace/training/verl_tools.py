@@ -165,6 +165,8 @@ class SessionRegistry:
                     "max_tool_calls": int(config.get("max_tool_calls", 30)),
                     "max_turns": 10**9,  # verl counts turns itself (multi_turn.max_*_turns)
                 }
+                if config.get("retry_malformed_submit"):
+                    env["reward"] = {"parse": {"retry_malformed_submit": True}}
                 opened = await self.host.open(str(config["dataset"]), episode, env)
                 entry = self.sessions[key] = _Open(opened["session_id"])
             entry.last = time.monotonic()

@@ -240,9 +240,12 @@ def body_import_violations(imports: list[Import], root: Path) -> list[str]:
 SANDBOX_SCRIPTS = {"worker_protocol", "python_worker", "sql_worker"}
 # The only modules whose import needs an optional dependency: the integrations with it.
 OPTIONAL_INTEGRATIONS = {
-    "causaltrace.interop.dowhy_gcm": {"dowhy"},  # the dowhy export (dev, bench extras)
+    "causaltrace.interop.dowhy_gcm": {"dowhy"},  # the dowhy export (dowhy, bench extras)
+    "causaltrace.env.gymnasium_env": {"gymnasium"},  # Gymnasium registration (gym extra)
     "causaltrace.serve.client": {"httpx"},  # the HTTP client (serve extra)
     "causaltrace.serve.http": {"fastapi", "pydantic"},  # the HTTP server (serve extra)
+    # the OpenEnv server and client (openenv extra)
+    "causaltrace.serve.openenv_env": {"openenv", "pydantic"},
     "causaltrace.training.verl_tools": {"verl"},  # verl's tools (train extra)
 }
 

@@ -84,6 +84,46 @@ def test_wrong_answer_and_malformed_calls(dataset):
         assert terminated and reward == 0.0 and info["parse_error"]
 
 
+def test_a_malformed_submit_is_answered_and_retried_when_the_reward_says_so(dataset):
+    """With parse.retry_malformed_submit the agent reads the named error, the call costs a unit
+    of the budget, and the next valid submit is scored (the penalty term counts the retry);
+    the transcript's scoring from outside (compute_score's parser) agrees."""
+    reward = {
+        "terms": {"full_attribution": 1.0, "malformed_submit": 0.1},
+        "parse": {"retry_malformed_submit": True},
+    }
+    with DiagnosisEnv(dataset, EnvConfig(max_tool_calls=3, reward=reward)) as env:
+        env.reset(options={"episode": "envtest-000002"})
+        answer = correct_answer(env.source, "envtest-000002")
+        bad = {"root_cause": answer["root_cause"], "slice": "device=toaster"}
+        obs, reward_now, terminated, truncated, info = env.step(
+            {"name": "submit", "arguments": bad}
+        )
+        assert not terminated and not truncated and reward_now == 0.0
+        assert obs.startswith("Error: the submission was not accepted") and "toaster" in obs
+        assert info["tool_calls"] == 1
+        obs, score, terminated, _, info = env.step({"name": "submit", "arguments": answer})
+        assert terminated and score == pytest.approx(0.9)
+        assert info["reward"]["malformed_submit"] == -1.0
+    # Without retries the first (malformed) submit ends the episode, as before.
+    with DiagnosisEnv(dataset, EnvConfig(max_tool_calls=3)) as env:
+        env.reset(options={"episode": "envtest-000002"})
+        _, score, terminated, _, info = env.step({"name": "submit", "arguments": bad})
+        assert terminated and score == 0.0 and "toaster" in info["parse_error"]
+
+
+def test_retries_of_a_malformed_submit_stop_at_the_budget(dataset):
+    reward = {"parse": {"retry_malformed_submit": True}}
+    with DiagnosisEnv(dataset, EnvConfig(max_tool_calls=2, reward=reward)) as env:
+        env.reset(options={"episode": "envtest-000002"})
+        bad = {"root_cause": "NOT_A_CAUSE"}
+        for _ in range(2):
+            _, _, terminated, truncated, _ = env.step({"name": "submit", "arguments": bad})
+            assert not terminated and not truncated
+        obs, score, terminated, truncated, _ = env.step({"name": "submit", "arguments": bad})
+        assert truncated and not terminated and score == 0.0 and "budget" in obs
+
+
 def test_tool_call_budget_truncates_with_no_attribution(dataset):
     with DiagnosisEnv(dataset, EnvConfig(max_tool_calls=2)) as env:
         env.reset(seed=0)

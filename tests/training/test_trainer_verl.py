@@ -198,7 +198,9 @@ def test_committed_tool_config_matches_the_ads_contract():
 
     committed = yaml.safe_load((ROOT / "causaltrace/conf/verl/causaltrace_tools.yaml").read_text())
     space = AnswerSpace.from_scm(AdsDomain().scm)
-    rendered = ToolContract.for_space(space).verl_tool_config("data/ads_train")
+    rendered = ToolContract.for_space(space).verl_tool_config(
+        "data/ads_train", retry_malformed_submit=True
+    )
     assert json.loads(json.dumps(committed)) == json.loads(json.dumps(rendered))
 
 
