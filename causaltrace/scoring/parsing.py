@@ -295,7 +295,7 @@ class _Found:
     obj: Any
 
 
-class _TooManyObjects(Exception):
+class _TooManyObjects(ValueError):
     pass
 
 
@@ -364,6 +364,40 @@ def _as_call(obj: Any) -> tuple[str, Any] | None:
     if set(obj) == {"name"}:
         return name, {}
     return None
+
+
+def tool_calls_in(
+    text: str, formats: Sequence[str] = CALL_FORMATS, *, window: int = 16_384
+) -> list[tuple[str, Any]]:
+    """The tool calls written in one agent text, as ``(name, arguments)`` in order, read as the
+    parser reads them: the markup formats of :mod:`causaltrace.scoring.call_formats` (Qwen3.5 /
+    Qwen3-Coder XML, GLM, Kimi) and the JSON search (Hermes ``<tool_call>`` JSON, Llama 3's bare
+    ``{"name", "parameters"}``, OpenAI's ``{"function": {"name", "arguments"}}``). JSON inside a
+    markup call's arguments (a query, code) is never read as a call of its own. An environment
+    that runs the calls a model wrote in text uses this, so it runs the calls the reward reads.
+
+    Args:
+        text: One agent message (no tool outputs in it).
+        formats: The formats to read (:data:`~causaltrace.scoring.call_formats.CALL_FORMATS`
+            names); every one by default.
+        window: The longest JSON object searched, in characters; the parser's default
+            (16,384) by default.
+
+    Returns:
+        The calls; arguments as written (a mapping, or JSON text for OpenAI's form).
+
+    Raises:
+        ValueError: An unknown format, or a text with more candidate objects than the parser
+            searches (1,024).
+    """
+    formats = tuple(formats)
+    markup = find_markup_calls(text, formats)
+    found = [(c.start, (c.name, c.arguments)) for c in markup]
+    if JSON_FORMAT in formats:
+        objs, _ = _find_objects(mask_spans(text, markup), window)
+        found.extend((f.start, call) for f in objs if (call := _as_call(f.obj)) is not None)
+    found.sort(key=lambda item: item[0])
+    return [call for _, call in found]
 
 
 # -- the parser ---------------------------------------------------------------------------
@@ -456,13 +490,7 @@ class _Parser:
 
     def calls_in(self, text: str) -> list[tuple[str, Any]]:
         """The tool calls written in one agent text, in order, in every format read."""
-        markup = find_markup_calls(text, self.policy.call_formats)
-        found = [(c.start, (c.name, c.arguments)) for c in markup]
-        if JSON_FORMAT in self.policy.call_formats:
-            objs, _ = _find_objects(mask_spans(text, markup), self.window)
-            found.extend((f.start, call) for f in objs if (call := _as_call(f.obj)) is not None)
-        found.sort(key=lambda item: item[0])
-        return [call for _, call in found]
+        return tool_calls_in(text, self.policy.call_formats, window=self.window)
 
     def count_calls(self, calls: list[tuple[str, Any]], n_tool_outputs: int) -> int:
         submits = sum(1 for name, _ in calls if name in self.policy.submit_tools)

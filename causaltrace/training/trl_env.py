@@ -25,51 +25,16 @@ the same schemas as the harness, the SFT export and verl (the cause enum include
 
 from __future__ import annotations
 
-import asyncio
 import os
-import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from causaltrace.datasets.reading import DatasetSource
 from causaltrace.env.contract import ToolContract
 from causaltrace.env.session import EnvConfig
 from causaltrace.serve import HostConfig, SessionHost
+from causaltrace.training.host_loop import HostLoop
 from causaltrace.training.records import RL_RULES
-
-
-class _HostLoop:
-    """One event-loop thread per process on which the environments' host calls run (TRL calls
-    the tools from blocking code; hosts are asyncio)."""
-
-    _lock = threading.Lock()
-    _loops: ClassVar[dict[int, _HostLoop]] = {}
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        threading.Thread(target=self.loop.run_forever, name="causaltrace-trl", daemon=True).start()
-        self.hosts: dict[Any, Any] = {}
-
-    @classmethod
-    def get(cls) -> _HostLoop:
-        with cls._lock:
-            key = os.getpid()
-            if key not in cls._loops:
-                cls._loops[key] = cls()
-            return cls._loops[key]
-
-    def run(self, coro: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
-
-    def host(self, key: Any, make: Callable[[], Any]) -> Any:
-        """The process's host for ``key``, made (and started) on first use."""
-        with self._lock:
-            if key not in self.hosts:
-                host = make()
-                if hasattr(host, "start"):
-                    self.run(host.start())
-                self.hosts[key] = host
-            return self.hosts[key]
 
 
 def _local_host(tool_config) -> Any:
@@ -94,7 +59,7 @@ class CausalTraceEnvironment:
     def __init__(self) -> None:
         if self.dataset is None:
             raise RuntimeError("use make_trl_environment(dataset_dir) to bind a dataset")
-        self._loop = _HostLoop.get()
+        self._loop = HostLoop.get()
         host = type(self)._host_spec
         if host is None:
             self._host = self._loop.host(

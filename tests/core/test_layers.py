@@ -247,6 +247,10 @@ OPTIONAL_INTEGRATIONS = {
     # the OpenEnv server and client (openenv extra)
     "causaltrace.serve.openenv_env": {"openenv", "pydantic"},
     "causaltrace.training.verl_tools": {"verl"},  # verl's tools (train extra)
+    # the verifiers environment (verifiers extra)
+    "causaltrace.training.verifiers_env": {"verifiers", "mcp", "pydantic"},
+    "causaltrace.training.skyrl_env": {"skyrl_gym"},  # the SkyRL environment (skyrl extra)
+    "causaltrace.training.art_rollout": {"art"},  # the OpenPipe ART rollout (art extra)
 }
 
 

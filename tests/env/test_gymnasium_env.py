@@ -13,8 +13,9 @@ import warnings
 from pathlib import Path
 
 import pytest
+from _integration_support import require_integration
 
-gymnasium = pytest.importorskip("gymnasium")
+gymnasium = require_integration("gymnasium", "gym")
 
 from gymnasium.utils.env_checker import check_env  # noqa: E402
 

@@ -20,8 +20,10 @@ import time
 from pathlib import Path
 
 import pytest
+from _integration_support import require_integration
 
-pytest.importorskip("openenv")
+# ruff: noqa: E402 (openenv is imported once the check below has skipped or failed without it)
+require_integration("openenv", "openenv")  # skips without it; fails where a run requires it
 
 import httpx
 import uvicorn
