@@ -5,6 +5,8 @@ counterfactual worlds with shared noise, and prints what the cause did to each o
 ``causaltrace export-structure --domain example --out DIR`` writes sampled worlds (observational,
 and under regimes: ``--do``, ``--shift``, ``--scale`` ``node=value[@slice]``, ``--regime`` for
 several nodes) and the true graph for structure-learning libraries.
+``causaltrace export-discovery --domain services --out DIR`` writes i.i.d. samples of one unit
+with the true CPDAG / MAG / PAG, as a BIF network, DCDI arrays and a perturbation table.
 ``causaltrace serve --port 8000`` serves episode sessions over HTTP (docs/serving.md).
 A user error (unknown domain or node, a malformed option) is one line on stderr and exit status 2
 (``--debug`` shows the traceback).
@@ -25,6 +27,7 @@ from causaltrace.apps.errors import run_cli
 from causaltrace.episodes.domain import available_domains, load_domain
 from causaltrace.errors import CausalTraceError
 from causaltrace.serve.host import HostConfig
+from causaltrace.structure.discovery_export import export_discovery
 from causaltrace.structure.export import export_structure
 from causaltrace.tools import ToolConfig
 
@@ -119,6 +122,32 @@ def _main(argv: Sequence[str]) -> int:
         action="store_true",
         help="add the panel coordinates (dimensions, time) as graph nodes",
     )
+    dis = sub.add_parser(
+        "export-discovery",
+        help="i.i.d. unit samples, the true CPDAG/MAG/PAG, BIF, DCDI arrays, perturbation table",
+    )
+    dis.add_argument("--domain", default="example", help=f"one of {sorted(available_domains())}")
+    dis.add_argument("--out", required=True, metavar="DIR", help="directory to write into")
+    dis.add_argument("--samples", type=int, default=1000, help="rows per regime (default 1000)")
+    dis.add_argument("--seed", type=int, default=0, help="root seed of every world's seed")
+    dis.add_argument(
+        "--regime",
+        action="append",
+        dest="regimes",
+        default=[],
+        metavar="KIND:NODE=VALUE[@SLICE],...",
+        help="an interventional regime (KIND: do, shift or scale); repeatable",
+    )
+    dis.add_argument(
+        "--cell", default="0", help="the unit's cell: an index or a slice naming one cell"
+    )
+    dis.add_argument(
+        "--time", type=int, default=None, help="the unit's time step (default: middle)"
+    )
+    dis.add_argument("--bins", type=int, default=5, help="most states per column in the BIF")
+    dis.add_argument(
+        "--include-latent", action="store_true", help="also export the unobserved nodes' columns"
+    )
     srv = sub.add_parser("serve", help="serve episode sessions over HTTP (docs/serving.md)")
     srv.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     srv.add_argument("--port", type=int, default=8000, help="port (default 8000)")
@@ -207,6 +236,21 @@ def _main(argv: Sequence[str]) -> int:
     if args.command == "domains":
         for name, path in sorted(available_domains().items()):
             print(f"{name}\t{path}")
+        return 0
+    if args.command == "export-discovery":
+        written = export_discovery(
+            args.domain,
+            args.out,
+            samples=args.samples,
+            seed=args.seed,
+            regimes=args.regimes,
+            include_latent=args.include_latent,
+            cell=int(args.cell) if args.cell.isdigit() else args.cell,
+            time=args.time,
+            bins=args.bins,
+        )
+        for path in written:
+            print(path)
         return 0
     if args.command == "export-structure":
         written = export_structure(

@@ -24,6 +24,12 @@ propagate`): the interventions wrap their nodes' mechanisms, nodes that do not d
 intervened node keep their observed arrays, and descendants are recomputed with their own
 abducted noise. Only those descendants need invertible mechanisms; any other node may be
 anything. Every abducted noise is checked to reproduce its observation.
+
+The observation is a world of ``scm`` itself. :func:`~causaltrace.model.simulate.simulate`'s
+``Worlds.factual`` is the world *with* its interventions (the reverse of the usual reading), so
+it is not one: given it (or the ``Worlds``, or the arrays of ``dict(worlds.factual)``, which are
+recognized as long as they are not copies) with an SCM that lacks those interventions,
+:class:`IntervenedObservationError` names what to pass instead: ``worlds.counterfactual``.
 """
 
 from __future__ import annotations
@@ -41,11 +47,24 @@ from causaltrace.model.node import (
 )
 from causaltrace.model.noise import NoNoise
 from causaltrace.model.simulate import (
+    World,
+    Worlds,
     describe_mechanism,
     evaluate_node,
+    intervened_by,
     intervened_model,
+    mark_intervened,
     propagate,
 )
+
+
+class IntervenedObservationError(AbductionError):
+    """A world with interventions was given as an observation of the SCM without them.
+
+    The usual mistake is ``worlds.factual``: in :class:`~causaltrace.model.simulate.Worlds`
+    the factual world is the one *with* the interventions, so the observation to start from is
+    ``worlds.counterfactual``. The message names the interventions and the fix.
+    """
 
 
 def counterfactual_from_observations(
@@ -59,12 +78,16 @@ def counterfactual_from_observations(
     """Every node's values had ``interventions`` been applied to the world ``observed``.
 
     ``observed`` maps every node of ``scm`` to its values on the panel (shape ``panel.shape``),
-    the world *without* the interventions. ``rng`` draws the uniforms of counts the observation
+    the world *without* the interventions: from :func:`~causaltrace.model.simulate.simulate`,
+    ``worlds.counterfactual`` (``worlds.factual`` has them, and raises
+    :class:`IntervenedObservationError`, as does a ``Worlds``). ``rng`` draws the uniforms of counts the observation
     does not pin down (see the module docstring); ``noise`` supplies already abducted noise for
     some nodes (e.g. from :func:`abduct_noise`, so that several counterfactual queries about the
     same units share one posterior draw), checked to reproduce the observation.
     Raises :class:`NotInvertibleError` for a descendant of an intervened node whose mechanism
-    cannot be inverted, and :class:`AbductionError` for other abduction failures.
+    cannot be inverted, :class:`IntervenedObservationError` for an observation that is a world
+    with interventions ``scm`` does not have, and :class:`AbductionError` for other abduction
+    failures.
     """
     base = _observed_world(scm, observed)
     interventions = tuple(interventions)
@@ -92,7 +115,11 @@ def counterfactual_from_observations(
         u = upper - (upper - lower) * rng.random(panel.shape)  # uniform on (lower, upper]
         return _frozen(_settle(node, base, u, lower, upper, panel))
 
-    out, _ = propagate(intervened.order, scm.nodes, new_nodes, affected, panel, abducted, base)
+    out, without = propagate(
+        intervened.order, scm.nodes, new_nodes, affected, panel, abducted, base
+    )
+    if interventions:  # so this answer, too, is refused as an observation of ``scm``
+        mark_intervened(out, without, affected, _applied(scm) + interventions)
     return out
 
 
@@ -140,6 +167,7 @@ def abduct_noise(
 
 def _observed_world(scm, observed: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The observations as read-only arrays of each node's dtype, checked for shape."""
+    _refuse_intervened(scm, observed)
     missing = [n for n in scm.order if n not in observed]
     if missing:
         raise AbductionError(
@@ -168,6 +196,43 @@ def _observed_world(scm, observed: Mapping[str, np.ndarray]) -> dict[str, np.nda
         value.setflags(write=False)
         out[name] = value
     return out
+
+
+def _applied(scm) -> tuple:
+    return tuple(getattr(scm, "interventions", ()))
+
+
+def _refuse_intervened(scm, observed) -> None:
+    """Raise :class:`IntervenedObservationError` for a ``Worlds``, or a world (or its arrays)
+    computed with interventions that ``scm`` does not carry."""
+    if isinstance(observed, Worlds):
+        raise IntervenedObservationError(
+            "the observation is a Worlds pair (simulate's output); pass worlds.counterfactual, "
+            "the world without the interventions (Worlds.factual is the world *with* them: "
+            f"{_listed(observed.interventions)})"
+        )
+    applied = _applied(scm)
+    found, where = (), ""
+    if isinstance(observed, World) and observed.interventions != applied:
+        found, where = observed.interventions, "the observation is a world"
+    if not found and isinstance(observed, Mapping):  # dict(worlds.factual): its arrays
+        for name in scm.order:
+            marked = intervened_by(observed.get(name))
+            if marked is not None and marked != applied:
+                found, where = marked, f"observed[{name!r}] is an array of a world"
+                break
+    if found:
+        raise IntervenedObservationError(
+            f"{where} computed with the interventions {_listed(found)}, but SCM {scm.name!r} "
+            f"carries {_listed(applied)}, so it is not an observation of it (simulate()'s "
+            "Worlds.factual is the world *with* its interventions). Pass worlds.counterfactual, "
+            "the world without them (or scm.sample(seed)); to start from the world with them, "
+            "abduct on scm.intervene(*those interventions) instead"
+        )
+
+
+def _listed(interventions) -> str:
+    return ", ".join(iv.describe() for iv in interventions) or "none"
 
 
 def _abduct(node, base: Mapping[str, np.ndarray], panel) -> np.ndarray | tuple:

@@ -22,10 +22,20 @@ from causaltrace.model.panel import Panel
 
 @dataclass(frozen=True)
 class World(Mapping[str, np.ndarray]):
-    """Node values of one world: a read-only mapping from node name to a panel array."""
+    """Node values of one world: a read-only mapping from node name to a panel array.
+
+    Args:
+        arrays: Each node's values, shape ``panel.shape``.
+        panel: The panel they are on.
+        interventions: The interventions of the model that made this world (the SCM's own,
+            ``scm.interventions``, then :func:`simulate`'s for a factual world); ``()`` for an
+            observational world of an SCM without interventions. Counterfactuals from
+            observations read it to refuse a world with interventions as an observation.
+    """
 
     arrays: Mapping[str, np.ndarray] = field(repr=False)
     panel: Panel = field(repr=False)
+    interventions: tuple[Intervention, ...] = field(default=(), repr=False, compare=False)
 
     def __getitem__(self, name: str) -> np.ndarray:
         try:
@@ -42,7 +52,27 @@ class World(Mapping[str, np.ndarray]):
 
 @dataclass(frozen=True)
 class Worlds:
-    """A factual world under ``interventions`` and its counterfactual without them."""
+    """A factual world under ``interventions`` and its counterfactual without them.
+
+    Warning: factual is the world WITH the interventions
+        ``factual`` is the world **with** the interventions; ``counterfactual`` is the world
+        **without** them. The names follow the episode: the incident (the hidden cause)
+        happened, so the world the agent's tables show is the factual one, and the world where
+        the cause did not happen is the counterfactual. This is the reverse of the usual
+        reading, in which the factual world is the observed, unintervened one. To start
+        ``counterfactual_from_observations`` from these worlds, pass ``counterfactual`` as the
+        observation (the world without the interventions), never ``factual``: passing
+        ``factual``, or this ``Worlds``, raises ``IntervenedObservationError``
+        (:mod:`causaltrace.model.counterfactuals`). ``effect(name)`` is factual minus
+        counterfactual: what the interventions did.
+
+    Args:
+        factual: The world with ``interventions`` applied (``World.interventions`` says so).
+        counterfactual: The world without them, from the same noise; ``None`` when simulated
+            with ``counterfactual=False``.
+        interventions: The interventions of the factual world, in the order applied.
+        affected: The nodes they can change: their targets and the targets' descendants.
+    """
 
     factual: World
     counterfactual: World | None
@@ -89,7 +119,7 @@ def sample(scm, seed: int | np.random.SeedSequence) -> World:
         # re-keying for deterministic nodes draws exactly the same numbers.
         noise = None if type(spec) is NoNoise else spec.draw(generator(name), shape)
         values[name] = evaluate_node(node, values, noise, panel, shape)
-    return World(values, panel)
+    return World(values, panel, _applied(scm))
 
 
 def simulate(
@@ -146,12 +176,61 @@ def simulate(
     factual, counterfactual = propagate(
         intervened.order, nodes, new_nodes, affected_now, panel, draw
     )
+    applied = _applied(scm)
+    if interventions:
+        mark_intervened(
+            factual,
+            counterfactual if want_counterfactual else None,
+            affected,
+            applied + interventions,
+        )
     return Worlds(
-        World(factual, panel),
-        World(counterfactual, panel) if want_counterfactual else None,
+        World(factual, panel, applied + interventions),
+        World(counterfactual, panel, applied) if want_counterfactual else None,
         interventions,
         affected,
     )
+
+
+def _applied(scm) -> tuple[Intervention, ...]:
+    """The interventions an SCM already carries (``()`` for an SCM-like stand-in)."""
+    return tuple(getattr(scm, "interventions", ()))
+
+
+# id(array) -> (weak reference to it, the interventions of the world it was computed in): the
+# arrays that only a world with interventions holds (an affected node's factual values), so an
+# observation given as ``dict(worlds.factual)`` (no ``World`` left to carry the interventions)
+# is still recognized. An entry goes when its array does (the reference's callback), so an id
+# is never matched to a later array; lookups also check the referent is the same object.
+_INTERVENED_ARRAYS: dict[int, tuple[weakref.ref, tuple[Intervention, ...]]] = {}
+
+
+def mark_intervened(
+    factual: Mapping[str, np.ndarray],
+    counterfactual: Mapping[str, np.ndarray] | None,
+    affected: frozenset[str],
+    interventions: tuple[Intervention, ...],
+) -> None:
+    """Remember the arrays of ``affected`` nodes that only the factual world holds."""
+    for name in affected:
+        array = factual.get(name)
+        if array is None or (counterfactual is not None and counterfactual.get(name) is array):
+            continue
+        key = id(array)
+        try:
+            ref = weakref.ref(array, lambda _, key=key: _INTERVENED_ARRAYS.pop(key, None))
+        except TypeError:  # not weakly referenceable (not an ndarray): cannot be tracked
+            continue
+        _INTERVENED_ARRAYS[key] = (ref, interventions)
+
+
+def intervened_by(array: object) -> tuple[Intervention, ...] | None:
+    """The interventions of the world that computed ``array``, if it is an affected node's
+    array of a factual world :func:`simulate` made (``None`` otherwise, copies included)."""
+    entry = _INTERVENED_ARRAYS.get(id(array))
+    if entry is None or entry[0]() is not array:
+        return None
+    return entry[1]
 
 
 def propagate(

@@ -1,21 +1,37 @@
 """Identification of a causal effect from the graph: back-door and front-door by delegation to
-pgmpy, then the ID algorithm (Shpitser and Pearl 2006), which is complete.
+pgmpy, then the ID algorithm (Shpitser and Pearl 2006), which is complete; IDC for conditional
+effects; panel coordinates for pooled data.
+
+Two entry points. :func:`identify_effect` takes an SCM (or a graph) and, for an SCM, knows its
+panel: pooled rows (every cell and step) are draws of (coordinates, values), and a coordinate
+that some ancestor of the treatment and some ancestor of the outcome both read confounds the
+effect although the unit graph shows no back-door path (:mod:`causaltrace.structure.panel`).
+:func:`identify` takes a graph alone, in two lines::
+
+    g = nx.DiGraph([("W1", "W2"), ("W2", "X"), ("X", "Y")])
+    identify(g, "X", "Y", latent_edges=[("W1", "X"), ("W1", "Y")])   # the napkin graph
 
 pgmpy's ``CausalInference`` enumerates back-door and front-door adjustment sets over the
-*observed* nodes of ``scm.to_pgmpy()`` (whose ``latents`` are the SCM's unobserved nodes), so a
-latent confounder is never offered as an adjustment variable. pgmpy is imported only here, when
-a function is called. The graph is the SCM's default view: on an intervened SCM, the mutilated
-graph (see :meth:`causaltrace.model.scm.SCM.graph_view`).
+*observed* nodes (hidden nodes are its ``latents``), so a latent confounder is never offered as
+an adjustment variable. pgmpy is imported only here, when a function is called. The graph of an
+SCM is its default view: on an intervened SCM, the mutilated graph (see
+:meth:`causaltrace.model.scm.SCM.graph_view`).
 
-Back-door and front-door are sufficient criteria, not complete ones, so when neither applies
-:func:`identify_effect` runs the ID algorithm on the latent projection of the graph onto its
-observed nodes (a hidden node with two observed descendants through hidden nodes becomes a
-bidirected edge), and reports ``unidentified`` only when ID finds a hedge. ID is implemented
-here, not delegated: pgmpy 1.1 has no ID, and DoWhy 0.14's ``identify_effect_id`` cannot take
-hidden confounders (its public function requires a DAG, so a bidirected edge cannot be given,
-and a hidden node given as a node is treated as observed; its internal routine fed a bidirected
-edge as two opposite arcs counts them in ancestor sets and calls the napkin graph
-unidentifiable). ``tests/structure/test_identification_id.py`` pins that DoWhy behaviour.
+Back-door and front-door are sufficient criteria, not complete ones, and pgmpy's take one
+treatment and one outcome, so otherwise (several nodes, a conditional effect, or neither
+criterion) the ID algorithm runs on the latent projection of the graph onto its observed nodes
+(a hidden node with two observed descendants through hidden nodes becomes a bidirected edge),
+with IDC in front for a conditional effect, and ``unidentified`` is reported only when ID finds
+a hedge. ID is implemented here (:mod:`causaltrace.structure.id_algorithm`), not delegated: pgmpy
+1.1 has no ID, and DoWhy 0.14's ``identify_effect_id`` cannot take hidden confounders (its
+public function requires a DAG, so a bidirected edge cannot be given, and a hidden node given
+as a node is treated as observed; its internal routine fed a bidirected edge as two opposite
+arcs counts them in ancestor sets and calls the napkin graph unidentifiable).
+``tests/structure/test_identification_id.py`` pins that DoWhy behaviour.
+
+Every identified answer carries its estimand as an expression
+(:mod:`causaltrace.structure.estimands`) that :func:`causaltrace.structure.evaluation.evaluate`
+computes on a discrete joint distribution.
 
 pgmpy enumerates subsets of the observed nodes, so its cost grows as 2 to the number of
 observed nodes. Measured on the ads graph (10 observed of 41 nodes, every observed pair with a
@@ -26,19 +42,43 @@ import (which alone took 1 to 12 s on a loaded 2-core machine), so no guard is a
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from dataclasses import dataclass, replace
+from typing import Literal
 
 import networkx as nx
 
 from causaltrace.errors import GraphError
+from causaltrace.model.scm import SCM
+from causaltrace.structure.admg import (
+    Projection,
+    causal_dag,
+    latent_projection,
+    observed_nodes,
+    projection_of,
+)
+from causaltrace.structure.estimands import Estimand, Probability, Product, Sum, summed
+from causaltrace.structure.id_algorithm import NotIdentifiable, id_expression, idc_expression
+from causaltrace.structure.panel import PooledDataWarning, describe, panel_graph, read_coordinates
 
-if TYPE_CHECKING:  # pragma: no cover
-    from causaltrace.model.scm import SCM
+__all__ = [
+    "Identification",
+    "NotIdentifiable",
+    "PooledDataWarning",
+    "Projection",
+    "backdoor_adjustment_sets",
+    "frontdoor_adjustment_sets",
+    "id_estimand",
+    "id_expression",
+    "idc_expression",
+    "identify",
+    "identify_effect",
+    "latent_projection",
+]
 
 EstimandKind = Literal["backdoor", "frontdoor", "id", "no_effect", "unidentified"]
+Names = str | Sequence[str]
 
 
 @dataclass(frozen=True)
@@ -47,38 +87,60 @@ class Identification:
 
     ``adjustment_set`` is the smallest set of its kind (ties broken by sorted names), the empty
     set for ``no_effect``, and ``None`` for ``id`` and ``unidentified``; ``reason`` says why.
-    ``alternatives`` lists every set pgmpy found for that kind, smallest first. ``estimand`` is
-    the ID algorithm's expression for ``kind == "id"`` (see :func:`id_estimand`).
+    ``alternatives`` lists every set pgmpy found for that kind, smallest first.
 
     Args:
-        treatment: The treatment node.
-        outcome: The outcome node.
+        treatment: The treatment node, or a tuple of them (as the query gave it).
+        outcome: The outcome node, or a tuple of them.
         kind: ``"backdoor"``, ``"frontdoor"``, ``"id"``, ``"no_effect"`` or ``"unidentified"``.
         adjustment_set: The smallest adjustment set of that kind, or ``None``.
         reason: Why this kind (or why not identified), in words.
         alternatives: Every adjustment set found for that kind, smallest first; ``()`` by
             default.
-        estimand: The ID algorithm's expression when ``kind == "id"``; ``None`` by default.
+        estimand: The ID (or IDC) algorithm's expression as text when ``kind == "id"``;
+            ``None`` by default.
+        expression: The estimand of every identified kind as an expression to evaluate: the
+            adjustment formula (``backdoor``), the front-door formula, ID's or IDC's expression,
+            ``P(outcome)`` for ``no_effect``; ``None`` when unidentified. Its free variables
+            are documented in :mod:`causaltrace.structure.estimands`.
+        given: The conditioning nodes of a conditional effect ``P(y | do(x), given)``.
+        panel_coordinates: The panel coordinates the answer's graph has as observed nodes
+            (adjustment candidates); empty when the unit graph was used.
+        confounding_coordinates: The coordinates that confound the query on pooled rows (the
+            unit graph's answer does not hold there); empty when none does or for a graph.
     """
 
-    treatment: str
-    outcome: str
+    treatment: str | tuple[str, ...]
+    outcome: str | tuple[str, ...]
     kind: EstimandKind
     adjustment_set: frozenset[str] | None
     reason: str
     alternatives: tuple[frozenset[str], ...] = ()
     estimand: str | None = None
+    expression: Estimand | None = None
+    given: tuple[str, ...] = ()
+    panel_coordinates: tuple[str, ...] = ()
+    confounding_coordinates: tuple[str, ...] = ()
 
     @property
     def identified(self) -> bool:
         return self.kind != "unidentified"
+
+    @property
+    def treatments(self) -> tuple[str, ...]:
+        return _as_tuple(self.treatment)
+
+    @property
+    def outcomes(self) -> tuple[str, ...]:
+        return _as_tuple(self.outcome)
 
 
 def backdoor_adjustment_sets(scm: SCM, treatment: str, outcome: str) -> tuple[frozenset[str], ...]:
     """Minimal back-door adjustment sets, smallest first; ``()`` if there is none.
 
     ``(frozenset(),)`` means no adjustment is needed (pgmpy reports that as an empty frozenset,
-    and raises when no set exists; both are translated here).
+    and raises when no set exists; both are translated here). The sets are for the unit graph:
+    for pooled rows use :func:`identify_effect`, which adds the panel coordinates.
 
     Args:
         scm: The model; its default graph view is read (mutilated on an intervened SCM).
@@ -88,13 +150,8 @@ def backdoor_adjustment_sets(scm: SCM, treatment: str, outcome: str) -> tuple[fr
     Raises:
         GraphError: An unknown or latent node, or ``treatment == outcome``.
     """
-    inference = _inference(scm, treatment, outcome)
-    with _quiet():
-        try:
-            found = inference.get_all_backdoor_adjustment_sets(treatment, outcome)
-        except ValueError:  # pgmpy: "No valid adjustment set found"
-            return ()
-    return _sorted_sets(found) if found else (frozenset(),)
+    _check_adjustable(scm, treatment, outcome)
+    return _backdoor_sets(scm.graph_view(), treatment, outcome)
 
 
 def frontdoor_adjustment_sets(scm: SCM, treatment: str, outcome: str) -> tuple[frozenset[str], ...]:
@@ -108,93 +165,396 @@ def frontdoor_adjustment_sets(scm: SCM, treatment: str, outcome: str) -> tuple[f
     Raises:
         GraphError: An unknown or latent node, or ``treatment == outcome``.
     """
-    inference = _inference(scm, treatment, outcome)
-    with _quiet():
-        return _sorted_sets(inference.get_all_frontdoor_adjustment_sets(treatment, outcome))
+    _check_adjustable(scm, treatment, outcome)
+    return _frontdoor_sets(scm.graph_view(), treatment, outcome)
 
 
-def identify_effect(scm: SCM, treatment: str, outcome: str) -> Identification:
+def identify(
+    graph,
+    treatment: Names,
+    outcome: Names,
+    *,
+    given: Names = (),
+    latent_edges: Sequence[tuple[str, str]] = (),
+) -> Identification:
+    """Identify ``P(outcome | do(treatment)[, given])`` on a graph alone (no SCM, no panel), or
+    raise :class:`NotIdentifiable`.
+
+    Unlike :func:`identify_effect`, which reports ``unidentified`` as a result (to survey many
+    pairs), this raises: one query, and its estimand (``.expression``) is what is wanted.
+
+    Args:
+        graph: A ``networkx.DiGraph`` (nodes with ``observed=False`` are hidden), a pgmpy
+            ``DAG`` with ``latents``, or a :class:`Projection`.
+        treatment: One node or several (a joint intervention).
+        outcome: One node or several (their joint distribution).
+        given: Conditioning nodes for a conditional effect (IDC); none by default.
+        latent_edges: Pairs of nodes with a hidden common cause (bidirected edges), so a
+            confounder need not be drawn as a node.
+
+    Returns:
+        Back-door, front-door (one treatment, one outcome, no conditioning), else ID or IDC;
+        ``no_effect`` when no outcome descends from a treatment (unconditional queries).
+
+    Raises:
+        NotIdentifiable: ID finds a hedge, or a node of the query is hidden; the message is
+            the reason.
+        GraphError: A node not in the graph, overlapping roles, or a graph that is not a DAG.
+    """
+    answer = _identify_graph(graph, treatment, outcome, given, latent_edges)
+    if not answer.identified:
+        raise NotIdentifiable(answer.reason)
+    return answer
+
+
+def _identify_graph(
+    graph, treatment: Names, outcome: Names, given: Names, latent_edges
+) -> Identification:
+    dag = causal_dag(graph, latent_edges)
+    ts, os, zs = _roles(treatment, outcome, given)
+    for role, nodes in (("treatment", ts), ("outcome", os), ("given", zs)):
+        for node in nodes:
+            if node not in dag:
+                raise GraphError(f"{role}: the graph has no node {node!r}")
+    return _identify(dag, treatment, outcome, zs)
+
+
+def identify_effect(
+    model,
+    treatment: Names,
+    outcome: Names,
+    *,
+    given: Names = (),
+    with_panel: bool | None = None,
+    pooled: bool = True,
+    latent_edges: Sequence[tuple[str, str]] = (),
+) -> Identification:
     """Identify the effect of ``treatment`` on ``outcome``: back-door, front-door, then ID.
+
+    For an SCM the data are taken to be pooled rows (every cell and step, as exports and tables
+    are) unless ``pooled=False``. ``with_panel`` says which graph is read:
+
+    - ``None`` (default): the unit graph, unless panel coordinates confound the query on pooled
+      rows (the unit graph's answer does not hold once they are hidden); then the graph with the
+      coordinates as observed nodes, and the reason says which coordinates and why;
+    - ``True``: the graph with the coordinates as observed nodes (adjust for them);
+    - ``False``: the unit graph, valid within one unit; for pooled rows a
+      :class:`PooledDataWarning` names the coordinates that confound.
 
     A latent treatment or outcome is reported ``unidentified`` (its values are not in the
     data); an unknown node name raises :class:`GraphError`.
 
     Args:
-        scm: The model; its default graph view is read (mutilated on an intervened SCM).
-        treatment: The treatment node.
-        outcome: The outcome node.
+        model (SCM | nx.DiGraph | DAG | Projection): An SCM (its default graph view: mutilated on an intervened SCM), or a graph as
+            :func:`identify` takes it.
+        treatment: One node or several.
+        outcome: One node or several.
+        given: Conditioning nodes of a conditional effect (IDC); none by default.
+        with_panel: Whether the panel coordinates are nodes of the graph (see above); only for
+            an SCM.
+        pooled: Whether the data pool units over cells and time (the default); ``False`` for
+            one unit's values across worlds, where coordinates are constant and cannot confound.
+        latent_edges: Bidirected edges, for a graph (see :func:`identify`).
 
     Returns:
         The first criterion that applies (or ``no_effect``/``unidentified``), with its reason.
 
     Raises:
-        GraphError: An unknown node, or ``treatment == outcome``.
+        GraphError: An unknown node, overlapping roles, or ``with_panel`` for a graph.
     """
-    _check_names(scm, treatment, outcome)
-    for role, node in (("treatment", treatment), ("outcome", outcome)):
-        if not scm.nodes[node].observed:
-            return _none(treatment, outcome, f"the {role} {node!r} is latent (not observed)")
-    if outcome not in scm.descendants(treatment):
-        return Identification(
-            treatment,
-            outcome,
-            "no_effect",
-            frozenset(),
-            f"no directed path from {treatment!r} to {outcome!r}: the effect is zero",
-        )
-    for kind, finder in (
-        ("backdoor", backdoor_adjustment_sets),
-        ("frontdoor", frontdoor_adjustment_sets),
-    ):
-        sets = finder(scm, treatment, outcome)
-        if sets:
-            return Identification(
-                treatment, outcome, kind, sets[0], f"{kind} criterion (pgmpy)", sets
-            )
-    projection = latent_projection(scm.graph_view(), scm.observed)
-    try:
-        estimand = id_estimand(projection, [treatment], [outcome])
-    except NotIdentifiable as hedge:
-        return _none(
-            treatment,
-            outcome,
-            "no observed set satisfies the back-door or the front-door criterion, and the ID "
-            f"algorithm finds a hedge: {hedge} (latent nodes: {', '.join(scm.latent) or 'none'})",
-        )
-    return Identification(
-        treatment,
-        outcome,
-        "id",
-        None,
-        "no back-door or front-door set; identified by the ID algorithm (do-calculus) on the "
-        "latent projection",
-        estimand=estimand,
+    if not isinstance(model, SCM):
+        if with_panel:
+            raise GraphError("with_panel needs an SCM: a graph has no panel coordinates")
+        return _identify_graph(model, treatment, outcome, given, latent_edges)
+    scm = model
+    ts, os, zs = _roles(treatment, outcome, given)
+    for role, nodes in (("treatment", ts), ("outcome", os), ("given", zs)):
+        for node in nodes:
+            if node not in scm.nodes:
+                raise GraphError(f"{role}: SCM {scm.name!r} has no node {node!r}")
+    if with_panel:
+        return _on_panel(scm, treatment, outcome, zs, confounding=None)
+    unit = _identify(scm.graph_view(), treatment, outcome, zs)
+    if not pooled:
+        return unit
+    confounding = _confounding_coordinates(scm, unit, ts, os, zs)
+    if not confounding:
+        return unit
+    if with_panel is None:
+        return _on_panel(scm, treatment, outcome, zs, confounding)
+    query = f"{', '.join(ts)} -> {', '.join(os)}"
+    adjust = unit.adjustment_set
+    answer = unit.kind if adjust is None else f"{unit.kind}, adjusting for {_set_text(adjust)}"
+    warnings.warn(
+        PooledDataWarning(
+            f"identify_effect({query}, with_panel=False): the answer ({answer}) holds within "
+            "one unit, not on rows pooled over cells and time, where panel coordinates "
+            f"confound it: {describe(scm, confounding)}. Leave with_panel to its default (or "
+            "pass True) to adjust for them, or pass pooled=False for one unit's data."
+        ),
+        stacklevel=2,
+    )
+    return replace(
+        unit,
+        reason=f"{unit.reason}; per unit only: on pooled rows the panel coordinates "
+        f"{describe(scm, confounding)} confound it",
+        confounding_coordinates=confounding,
     )
 
 
-def _none(treatment: str, outcome: str, reason: str) -> Identification:
-    return Identification(treatment, outcome, "unidentified", None, reason)
+def id_estimand(graph: Projection, treatment: Sequence[str], outcome: Sequence[str]) -> str:
+    """``P(outcome | do(treatment))`` as text in the observational ``P(V)`` (ID algorithm,
+    Shpitser and Pearl 2006, lines 1-7); raises :class:`NotIdentifiable` naming the hedge.
+
+    The text is ``str`` of :func:`~causaltrace.structure.id_algorithm.id_expression`'s
+    expression: ``sum_{A}`` marginalizes ``A``, juxtaposition is a product, and ``P(v | A)``
+    conditions the distribution of that step (``P`` at the top level; a bracketed expression
+    after line 2 or 7 is a derived distribution). Its free variables include the nodes ID's
+    line 3 adds to the treatment (see :mod:`causaltrace.structure.estimands`).
+
+    Args:
+        graph: The latent projection over the observed nodes (see :func:`latent_projection`).
+        treatment: The intervened nodes.
+        outcome: The outcome nodes (disjoint from ``treatment``).
+
+    Raises:
+        NotIdentifiable: The algorithm found a hedge.
+        GraphError: A node is not in the graph, or treatment and outcome overlap.
+    """
+    return str(id_expression(graph, treatment, outcome))
 
 
-def _check_names(scm: SCM, treatment: str, outcome: str) -> None:
-    for role, node in (("treatment", treatment), ("outcome", outcome)):
-        if node not in scm.nodes:
-            raise GraphError(f"{role}: SCM {scm.name!r} has no node {node!r}")
-    if treatment == outcome:
-        raise GraphError(f"treatment and outcome are the same node {treatment!r}")
+# -- one query on one causal DAG --------------------------------------------------------------
 
 
-def _inference(scm: SCM, treatment: str, outcome: str):
-    """pgmpy's CausalInference over the SCM's graph, after checking both nodes are observed."""
-    _check_names(scm, treatment, outcome)
-    for role, node in (("treatment", treatment), ("outcome", outcome)):
-        if not scm.nodes[node].observed:
-            raise GraphError(f"the {role} {node!r} is latent: adjustment needs it observed")
+def _identify(
+    dag: nx.DiGraph, treatment: Names, outcome: Names, zs: tuple[str, ...]
+) -> Identification:
+    """The query on a causal DAG (``observed`` on every node); names already checked."""
+    ts, os, _ = _roles(treatment, outcome, zs)
+    t_out, o_out = _shown(treatment), _shown(outcome)
+    for role, nodes in (("treatment", ts), ("outcome", os), ("conditioning node", zs)):
+        for node in nodes:
+            if not dag.nodes[node].get("observed", True):
+                return Identification(
+                    t_out,
+                    o_out,
+                    "unidentified",
+                    None,
+                    f"the {role} {node!r} is latent (not observed)",
+                    given=zs,
+                )
+    reach = set().union(*(nx.descendants(dag, t) for t in ts))
+    if not zs and not reach & set(os):
+        return Identification(
+            t_out,
+            o_out,
+            "no_effect",
+            frozenset(),
+            f"no directed path from {_listed(ts)} to {_listed(os)}: the effect is zero",
+            expression=Probability(_ordered(os, dag)),
+        )
+    if len(ts) == 1 and len(os) == 1 and not zs:
+        (t,), (o,) = ts, os
+        for kind, finder, formula in (
+            ("backdoor", _backdoor_sets, _backdoor_formula),
+            ("frontdoor", _frontdoor_sets, _frontdoor_formula),
+        ):
+            sets = finder(dag, t, o)
+            if sets:
+                return Identification(
+                    t_out,
+                    o_out,
+                    kind,
+                    sets[0],
+                    f"{kind} criterion (pgmpy)",
+                    sets,
+                    expression=formula(dag, t, o, sets[0]),
+                )
+    projection = projection_of(dag)
+    try:
+        expression = (
+            idc_expression(projection, ts, os, zs) if zs else id_expression(projection, ts, os)
+        )
+    except NotIdentifiable as hedge:
+        hidden = ", ".join(n for n in dag if n not in set(observed_nodes(dag))) or "none"
+        criteria = (
+            "no observed set satisfies the back-door or the front-door criterion, and "
+            if len(ts) == len(os) == 1 and not zs
+            else ("IDC reduces the conditional effect to ID, and " if zs else "")
+        )
+        return Identification(
+            t_out,
+            o_out,
+            "unidentified",
+            None,
+            f"{criteria}the ID algorithm finds a hedge: {hedge} (latent nodes: {hidden})",
+            given=zs,
+        )
+    if zs:
+        how = "identified by IDC (Shpitser and Pearl 2006) and ID on the latent projection"
+    elif len(ts) == len(os) == 1:
+        how = (
+            "no back-door or front-door set; identified by the ID algorithm (do-calculus) on the "
+            "latent projection"
+        )
+    else:
+        how = "identified by the ID algorithm (do-calculus) on the latent projection"
+    return Identification(
+        t_out,
+        o_out,
+        "id",
+        None,
+        how,
+        estimand=str(expression),
+        expression=expression,
+        given=zs,
+    )
+
+
+def _backdoor_formula(dag: nx.DiGraph, t: str, o: str, z: frozenset[str]) -> Estimand:
+    """sum_z P(o | t, z) P(z) (``P(o | t)`` with no set)."""
+    zs = _ordered(z, dag)
+    if not zs:
+        return Probability((o,), (t,))
+    return Sum(zs, Product((Probability((o,), (t, *zs)), Probability(zs))))
+
+
+def _frontdoor_formula(dag: nx.DiGraph, t: str, o: str, m: frozenset[str]) -> Estimand:
+    """sum_m P(m | t) sum_t P(o | t, m) P(t): the inner sum binds ``t`` (the treatment's
+    observed value), the outer ``P(m | t)`` reads the intervened one."""
+    ms = _ordered(m, dag)
+    inner = Sum((t,), Product((Probability((o,), (t, *ms)), Probability((t,)))))
+    return summed(ms, Product((Probability(ms, (t,)), inner)))
+
+
+# -- the panel -------------------------------------------------------------------------------
+
+
+def _on_panel(
+    scm: SCM,
+    treatment: Names,
+    outcome: Names,
+    zs: tuple[str, ...],
+    confounding: tuple[str, ...] | None,
+) -> Identification:
+    """The query on the graph with the read coordinates as observed nodes."""
+    graph = panel_graph(scm, "observed")
+    coordinates = tuple(read_coordinates(scm))
+    answer = _identify(graph, treatment, outcome, zs)
+    if confounding is None:
+        ts, os, _ = _roles(treatment, outcome, zs)
+        unit = _identify(scm.graph_view(), treatment, outcome, zs)
+        confounding = _confounding_coordinates(scm, unit, ts, os, zs)
+    if confounding:
+        why = f"panel coordinates confound it on pooled rows: {describe(scm, confounding)}"
+    else:
+        why = "no panel coordinate confounds it on pooled rows"
+    return replace(
+        answer,
+        reason=f"{answer.reason}, on the graph with the panel coordinates "
+        f"({', '.join(coordinates) or 'none read'}) as observed nodes; {why}",
+        panel_coordinates=coordinates,
+        confounding_coordinates=confounding,
+    )
+
+
+def _confounding_coordinates(
+    scm: SCM,
+    unit: Identification,
+    ts: tuple[str, ...],
+    os: tuple[str, ...],
+    zs: tuple[str, ...],
+) -> tuple[str, ...]:
+    """The coordinates under which the unit graph's answer fails on pooled rows.
+
+    The answer is checked on the pooled graph with the coordinates hidden (what an analysis
+    that ignores them faces): a back-door or front-door set must still satisfy its criterion
+    there, an ID expression must come out the same. No effect and no identification stay as
+    they are. Named: each coordinate whose hiding alone breaks the answer (all read
+    coordinates if only their combination does).
+    """
+    reads = read_coordinates(scm)
+    if not reads or unit.kind in ("no_effect", "unidentified"):
+        return ()
+    unit_order = projection_of(scm.graph_view()).nodes
+
+    def holds(hidden: nx.DiGraph) -> bool:
+        if unit.kind == "backdoor":
+            return _is_backdoor(hidden, ts[0], os[0], unit.adjustment_set)
+        if unit.kind == "frontdoor":
+            return _is_frontdoor(hidden, ts[0], os[0], unit.adjustment_set)
+        p = projection_of(hidden)  # same observed nodes and directed edges: same order
+        p = Projection(unit_order, p.directed, p.bidirected)
+        try:
+            again = idc_expression(p, ts, os, zs) if zs else id_expression(p, ts, os)
+        except NotIdentifiable:
+            return False
+        return str(again) == unit.estimand
+
+    if holds(panel_graph(scm, "hidden")):
+        return ()
+    named = tuple(c for c in reads if not holds(panel_graph(scm, "hidden", only=[c])))
+    return named or tuple(reads)
+
+
+def _is_backdoor(dag: nx.DiGraph, t: str, o: str, z: frozenset[str]) -> bool:
+    """Pearl's back-door criterion: no node of ``z`` descends from ``t``, and ``z`` blocks every
+    path from ``t`` to ``o`` that starts with an arrow into ``t``."""
+    if z & nx.descendants(dag, t):
+        return False
+    g = dag.copy()
+    g.remove_edges_from(list(g.out_edges(t)))
+    return nx.is_d_separator(g, {t}, {o}, set(z))
+
+
+def _is_frontdoor(dag: nx.DiGraph, t: str, o: str, m: frozenset[str]) -> bool:
+    """Pearl's front-door criterion: ``m`` intercepts every directed path from ``t`` to ``o``;
+    no back-door path from ``t`` to ``m`` is open; ``t`` blocks every back-door path from ``m``
+    to ``o``."""
+    cut = dag.copy()
+    cut.remove_nodes_from(m)
+    if nx.has_path(cut, t, o):
+        return False
+    g = dag.copy()
+    g.remove_edges_from(list(g.out_edges(t)))
+    if not nx.is_d_separator(g, {t}, set(m), set()):
+        return False
+    g = dag.copy()
+    g.remove_edges_from([e for n in m for e in list(g.out_edges(n))])
+    return nx.is_d_separator(g, set(m), {o}, {t})
+
+
+# -- pgmpy ---------------------------------------------------------------------------------
+
+
+def _backdoor_sets(dag: nx.DiGraph, treatment: str, outcome: str) -> tuple[frozenset[str], ...]:
+    inference = _inference(dag)
+    with _quiet():
+        try:
+            found = inference.get_all_backdoor_adjustment_sets(treatment, outcome)
+        except ValueError:  # pgmpy: "No valid adjustment set found"
+            return ()
+    return _sorted_sets(found) if found else (frozenset(),)
+
+
+def _frontdoor_sets(dag: nx.DiGraph, treatment: str, outcome: str) -> tuple[frozenset[str], ...]:
+    inference = _inference(dag)
+    with _quiet():
+        return _sorted_sets(inference.get_all_frontdoor_adjustment_sets(treatment, outcome))
+
+
+def _inference(dag: nx.DiGraph):
+    """pgmpy's CausalInference over a causal DAG (its hidden nodes as pgmpy's ``latents``)."""
     with _quiet():  # pgmpy 1.x warns about its own deprecated modules on import
-        # lazy: pgmpy takes ~1.7 s to import; only this export needs it
+        # lazy: pgmpy takes ~1.7 s to import; only identification needs it
+        from pgmpy.base import DAG
         from pgmpy.inference import CausalInference
 
-    return CausalInference(scm.to_pgmpy())
+    model = DAG(ebunch=list(dag.edges()))
+    model.add_nodes_from(dag.nodes)  # isolated nodes too
+    model.latents = {n for n in dag if n not in set(observed_nodes(dag))}
+    return CausalInference(model)
 
 
 @contextmanager
@@ -209,165 +569,58 @@ def _sorted_sets(sets) -> tuple[frozenset[str], ...]:
     return tuple(sorted((frozenset(s) for s in sets), key=lambda s: (len(s), sorted(s))))
 
 
-# -- the ID algorithm -------------------------------------------------------------------------
+# -- names -----------------------------------------------------------------------------------
 
 
-class NotIdentifiable(GraphError):
-    """The ID algorithm found a hedge: the effect is not identifiable from observational data."""
+def _as_tuple(names: Names) -> tuple[str, ...]:
+    return (names,) if isinstance(names, str) else tuple(names)
 
 
-@dataclass(frozen=True)
-class Projection:
-    """An acyclic directed mixed graph over ``nodes`` (in topological order): the latent
-    projection of a DAG. ``bidirected`` pairs share a hidden common cause.
-
-    Args:
-        nodes: The kept nodes, in topological order.
-        directed: ``(u, v)`` edges.
-        bidirected: Unordered pairs that share a hidden common cause.
-    """
-
-    nodes: tuple[str, ...]
-    directed: frozenset[tuple[str, str]]
-    bidirected: frozenset[frozenset[str]]
+def _shown(names: Names) -> str | tuple[str, ...]:
+    """A query's node as given: a string stays a string, a sequence becomes a tuple."""
+    return names if isinstance(names, str) else tuple(names)
 
 
-def latent_projection(g: nx.DiGraph, kept: Iterable[str]) -> Projection:
-    """Hide every node of ``g`` not in ``kept`` (Verma and Pearl's latent projection).
-
-    ``u -> v`` when a directed path from ``u`` to ``v`` has only hidden inner nodes; ``u <-> v``
-    when a hidden node reaches both through hidden nodes only. Why: hidden nodes on a path
-    transmit dependence like an edge, and a hidden common cause confounds like a bidirected edge.
-
-    Args:
-        g: A DAG (e.g. :meth:`causaltrace.model.scm.SCM.graph_view`).
-        kept: The nodes to keep (typically the observed ones).
-
-    Raises:
-        GraphError: A kept node is not in ``g``.
-    """
-    keep = set(kept)
-    missing = keep - set(g)
-    if missing:
-        raise GraphError(f"latent_projection: nodes {sorted(missing)} are not in the graph")
-
-    def reach(start: str) -> set[str]:
-        hit, seen, stack = set(), {start}, [start]
-        while stack:
-            for v in g.successors(stack.pop()):
-                if v in keep:
-                    hit.add(v)
-                elif v not in seen:
-                    seen.add(v)
-                    stack.append(v)
-        return hit
-
-    directed = {(u, v) for u in keep for v in reach(u)}
-    bidirected: set[frozenset[str]] = set()
-    for h in (n for n in g if n not in keep):
-        hits = sorted(reach(h))
-        bidirected |= {frozenset((a, b)) for i, a in enumerate(hits) for b in hits[i + 1 :]}
-    order = tuple(n for n in nx.topological_sort(g) if n in keep)
-    return Projection(order, frozenset(directed), frozenset(bidirected))
+def _set_text(nodes: frozenset[str]) -> str:
+    return "{" + ", ".join(sorted(nodes)) + "}" if nodes else "the empty set"
 
 
-def id_estimand(graph: Projection, treatment: Sequence[str], outcome: Sequence[str]) -> str:
-    """``P(outcome | do(treatment))`` as an expression in the observational ``P(V)`` (ID algorithm,
-    Shpitser and Pearl 2006, lines 1-7); raises :class:`NotIdentifiable` naming the hedge.
-
-    The expression is text: ``sum_{A}`` marginalizes ``A``, juxtaposition is a product, and
-    ``P(v | A)`` conditions the distribution of that step (``P`` at the top level; a bracketed
-    product after line 7 restricts to a c-component).
-
-    Args:
-        graph: The latent projection over the observed nodes (see :func:`latent_projection`).
-        treatment: The intervened nodes.
-        outcome: The outcome nodes (disjoint from ``treatment``).
-
-    Raises:
-        NotIdentifiable: The algorithm found a hedge.
-        GraphError: A node is not in the graph, or treatment and outcome overlap.
-    """
-    x, y = set(treatment), set(outcome)
-    unknown = (x | y) - set(graph.nodes)
-    if unknown:
-        raise GraphError(f"ID: nodes {sorted(unknown)} are not observed nodes of the graph")
-    if x & y:
-        raise GraphError(f"ID: treatment and outcome share {sorted(x & y)}")
-    return _id(y, x, "P", set(graph.nodes), graph)
+def _listed(names: Sequence[str]) -> str:
+    return ", ".join(repr(n) for n in names)
 
 
-def _ancestors(
-    targets: set[str], nodes: set[str], g: Projection, cut: Iterable[str] = ()
-) -> set[str]:
-    """Ancestors of ``targets`` (themselves included) in the directed part induced on ``nodes``,
-    with the edges into ``cut`` removed."""
-    cut = set(cut)
-    parents: dict[str, set[str]] = {n: set() for n in nodes}
-    for u, v in g.directed:
-        if u in nodes and v in nodes and v not in cut:
-            parents[v].add(u)
-    out, stack = set(targets), list(targets)
-    while stack:
-        for p in parents[stack.pop()]:
-            if p not in out:
-                out.add(p)
-                stack.append(p)
-    return out
+def _ordered(nodes, dag: nx.DiGraph) -> tuple[str, ...]:
+    rank = {n: i for i, n in enumerate(nx.topological_sort(dag))}
+    return tuple(sorted(nodes, key=rank.__getitem__))
 
 
-def _c_components(nodes: set[str], g: Projection) -> list[frozenset[str]]:
-    """Connected components of the bidirected part induced on ``nodes`` (topological order)."""
-    h = nx.Graph()
-    h.add_nodes_from(nodes)
-    h.add_edges_from(tuple(pair) for pair in g.bidirected if pair <= nodes)
-    rank = {n: i for i, n in enumerate(g.nodes)}
-    return sorted(
-        (frozenset(c) for c in nx.connected_components(h)), key=lambda c: min(rank[n] for n in c)
-    )
+def _roles(
+    treatment: Names, outcome: Names, given: Names
+) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """The three roles as tuples, checked non-empty (treatment, outcome) and disjoint."""
+    ts, os, zs = _as_tuple(treatment), _as_tuple(outcome), _as_tuple(given)
+    if not ts or not os:
+        raise GraphError("a query needs at least one treatment and one outcome node")
+    if len(ts) == len(os) == 1 and ts == os:
+        raise GraphError(f"treatment and outcome are the same node {ts[0]!r}")
+    for (a, xs), (b, ys) in (
+        (("treatment", ts), ("outcome", os)),
+        (("treatment", ts), ("given", zs)),
+        (("outcome", os), ("given", zs)),
+    ):
+        both = sorted(set(xs) & set(ys))
+        if both:
+            raise GraphError(f"the {a} and the {b} share {both}")
+    return ts, os, zs
 
 
-def _names(nodes: Iterable[str], g: Projection) -> str:
-    rank = {n: i for i, n in enumerate(g.nodes)}
-    return ",".join(sorted(nodes, key=rank.__getitem__))
-
-
-def _sum(over: set[str], body: str, g: Projection) -> str:
-    return f"sum_{{{_names(over, g)}}} [{body}]" if over else body
-
-
-def _conditionals(members: Iterable[str], p: str, g: Projection, nodes: set[str]) -> str:
-    """prod over v in members of p(v | the nodes before v in topological order)."""
-    terms, before = [], []
-    for v in (n for n in g.nodes if n in nodes):
-        if v in members:
-            terms.append(f"{p}({v} | {_names(before, g)})" if before else f"{p}({v})")
-        before.append(v)
-    return " ".join(terms)
-
-
-def _id(y: set[str], x: set[str], p: str, v: set[str], g: Projection) -> str:
-    if not x:  # line 1
-        return _sum(v - y, p if p != "P" else f"P({_names(v, g)})", g)
-    an = _ancestors(y, v, g)
-    if an != v:  # line 2: only the ancestors of y matter
-        inner = _sum(v - an, p if p != "P" else f"P({_names(v, g)})", g)
-        return _id(y, x & an, f"[{inner}]", an, g)
-    w = (v - x) - _ancestors(y, v, g, cut=x)
-    if w:  # line 3: acting on w as well changes nothing
-        return _id(y, x | w, p, v, g)
-    components = _c_components(v - x, g)
-    if len(components) > 1:  # line 4: factorize over the c-components of G[V \ X]
-        parts = [_id(set(s), v - s, p, v, g) for s in components]
-        return _sum(v - (y | x), " ".join(f"({t})" for t in parts), g)
-    (s,) = components
-    whole = _c_components(v, g)
-    if whole == [frozenset(v)]:  # line 5: a hedge
-        raise NotIdentifiable(
-            f"hedge for P({_names(y, g)} | do({_names(x, g)})): c-components "
-            f"{{{_names(v, g)}}} and {{{_names(s, g)}}}"
-        )
-    if s in whole:  # line 6
-        return _sum(s - y, _conditionals(s, p, g, v), g)
-    (big,) = [c for c in whole if s <= c]  # line 7: restrict to the c-component holding s
-    return _id(y, x & big, f"[{_conditionals(big, p, g, v)}]", set(big), g)
+def _check_adjustable(scm: SCM, treatment: str, outcome: str) -> None:
+    """Known, distinct and observed: what pgmpy's criteria need."""
+    for role, node in (("treatment", treatment), ("outcome", outcome)):
+        if node not in scm.nodes:
+            raise GraphError(f"{role}: SCM {scm.name!r} has no node {node!r}")
+    if treatment == outcome:
+        raise GraphError(f"treatment and outcome are the same node {treatment!r}")
+    for role, node in (("treatment", treatment), ("outcome", outcome)):
+        if not scm.nodes[node].observed:
+            raise GraphError(f"the {role} {node!r} is latent: adjustment needs it observed")

@@ -87,8 +87,12 @@ def test_do_on_the_treatment_removes_the_confounding(small_panel):
 
 def test_example_domain():
     scm = load_domain("example").scm
+    # Per unit no adjustment is needed; pooled rows need the channel (tests/structure/
+    # test_panel_identification.py checks the numbers), which the default adds.
+    unit = identify_effect(scm, "visits", "tracked_orders", pooled=False)
+    assert unit.kind == "backdoor" and unit.adjustment_set == frozenset()
     result = identify_effect(scm, "visits", "tracked_orders")
-    assert result.kind == "backdoor" and result.adjustment_set == frozenset()
+    assert result.kind == "backdoor" and result.adjustment_set == {"channel"}
     assert identify_effect(scm, "tracked_orders", "visits").kind == "no_effect"
     latent = identify_effect(scm, "checkout_rate", "orders")
     assert latent.kind == "unidentified" and "checkout_rate" in latent.reason
