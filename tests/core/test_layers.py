@@ -241,6 +241,8 @@ SANDBOX_SCRIPTS = {"worker_protocol", "python_worker", "sql_worker"}
 # The only modules whose import needs an optional dependency: the integrations with it.
 OPTIONAL_INTEGRATIONS = {
     "causaltrace.interop.dowhy_gcm": {"dowhy"},  # the dowhy export (dowhy, bench extras)
+    # DoWhy's effect estimators on identify_effect's answers (dowhy, bench extras)
+    "causaltrace.structure.dowhy_estimation": {"dowhy"},
     "causaltrace.env.gymnasium_env": {"gymnasium"},  # Gymnasium registration (gym extra)
     "causaltrace.serve.client": {"httpx"},  # the HTTP client (serve extra)
     "causaltrace.serve.http": {"fastapi", "pydantic"},  # the HTTP server (serve extra)
