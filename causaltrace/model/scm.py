@@ -555,19 +555,30 @@ def _probe_coordinates(scm: SCM) -> dict[str, tuple[str, ...]]:
             if type(node.noise) is NoNoise
             else node.noise.draw(streams.generator(name), panel.shape)
         )
-        parents = {p: _constant_like(world[p]) for p in node.parents}
-        try:
-            value = node.mechanism(parents, None if noise is None else _constant_like(noise), panel)
-            out[name] = _varying_coordinates(np.asarray(value, dtype=np.float64), panel)
-        except Exception:  # a mechanism that cannot take constant inputs: assume it reads all
-            out[name] = scm.panel_coordinates
+        found: set[str] = set()
+        for level in _PROBE_LEVELS:
+            parents = {p: _constant_like(world[p], level) for p in node.parents}
+            constant_noise = None if noise is None else _constant_like(noise, level)
+            try:
+                value = node.mechanism(parents, constant_noise, panel)
+                found.update(_varying_coordinates(np.asarray(value, dtype=np.float64), panel))
+            except Exception:  # a mechanism that cannot take constant inputs: assume it reads all
+                found.update(scm.panel_coordinates)
+        out[name] = tuple(c for c in scm.panel_coordinates if c in found)
     return out
 
 
-def _constant_like(values: np.ndarray) -> np.ndarray:
-    """The array's median everywhere, in its dtype (read-only, like simulated parents)."""
-    med = np.median(np.asarray(values, dtype=np.float64))
-    out = np.full(values.shape, np.rint(med) if values.dtype.kind in "iu" else med)
+# Parents held at several levels: at one level a mechanism may hide what it reads (binomial
+# thinning of a median count of 0 is 0 in every cell, whatever its cell-specific rate), so a
+# coordinate counts if the output varies along it at any of them.
+_PROBE_LEVELS = (0.5, 0.9, 1.0)
+
+
+def _constant_like(values: np.ndarray, level: float = 0.5) -> np.ndarray:
+    """The array's ``level`` quantile everywhere, in its dtype (read-only, like simulated
+    parents)."""
+    q = float(np.quantile(np.asarray(values, dtype=np.float64), level))
+    out = np.full(values.shape, np.rint(q) if values.dtype.kind in "iu" else q)
     out = out.astype(values.dtype)
     out.setflags(write=False)
     return out

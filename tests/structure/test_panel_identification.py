@@ -167,3 +167,17 @@ def test_a_coordinate_read_by_one_side_only_does_not_confound(small_panel):
     assert answer.adjustment_set == frozenset() and answer.confounding_coordinates == ()
     both = identify_effect(scm, "x", "y", with_panel=True)  # asked for: the graph has it
     assert both.panel_coordinates == ("device",) and both.adjustment_set == frozenset()
+
+
+def test_coordinates_a_mechanism_reads_only_away_from_the_median_are_found():
+    """Most rows have no real conversions (the median is 0), where binomial thinning is 0 in
+    every cell whatever its rate; the probe holds parents at several levels, so the placement
+    rate (cross-device conversions) and the time-varying reported fraction (lags) are read,
+    and the pooled query adjusts for them."""
+    ads = load_domain("ads").scm
+    reads = ads.panel_parents()
+    assert {"placement"} <= set(reads["modelled_conversions"])
+    assert "time" in reads["conversions"]
+    r = identify_effect(ads, "real_conversions", "conversions")
+    assert r.kind == "backdoor"
+    assert {"placement", "time", "browser_os", "geo"} <= r.adjustment_set
