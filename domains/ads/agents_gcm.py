@@ -5,15 +5,18 @@ What a causal-inference toolkit gets without an analyst's playbook. The agent
 1. reads, through the python tool only, the daily sums of the report columns for the alert's
    scope (the account, or the campaign the alert names) and for each of its 1D slices, over the
    last 7 days and the 4 weeks before (the monitor's windows);
-2. takes the domain's causal graph *restricted to the visible columns* (the latent projection of
-   the ads SCM's declared graph onto impressions, clicks, invalid clicks, cost, conversions,
-   conversion value and, where the site report has the dimension, backend orders and sessions:
-   an edge u -> v when a directed path from u reaches v through unobserved nodes only); the
-   graph is domain knowledge, the same for every episode;
-3. per candidate slice, fits a gcm model on the baseline weeks with a fast, fixed assignment
-   (roots: empirical distributions; others: additive noise with a linear regressor, on
-   log1p-counts, so that a rate change is a shift of one node's noise) and attributes the change
-   of the alerted KPI's mean between the two windows to the nodes whose mechanisms changed
+2. takes its gcm model from the engine's export of the ads SCM,
+   ``to_gcm(scm, mode="fit", nodes=<the visible columns>, coordinates=False)``
+   (:mod:`causaltrace.interop.dowhy_gcm`): the graph is the latent projection of the declared
+   graph onto impressions, clicks, invalid clicks, cost, conversions, conversion value and,
+   where the site report has the dimension, backend orders and sessions (an edge u -> v when a
+   directed path from u reaches v through unobserved nodes only), the same for every episode;
+   every visible column has an unobserved parent in the SCM, so the export gives each one a
+   learned mechanism (additive noise with a linear regressor, here on log1p daily sums, so
+   that a rate change is a shift of one node's noise) and each parentless one an empirical
+   distribution: the fast fixed assignment (``auto`` quality GOOD is too slow);
+3. per candidate slice, fits that model on the baseline weeks and attributes the change of the
+   alerted KPI's mean between the two windows to the nodes whose mechanisms changed
    (``gcm.distribution_change``, Shapley over mechanisms);
 4. ranks (slice, node) by the attribution in units of the KPI's baseline noise (its daily sd
    times sqrt(1/28 + 1/7)), and maps the top one to a cause by the node and the slice's
@@ -24,7 +27,7 @@ What a causal-inference toolkit gets without an analyst's playbook. The agent
 No oracle access: it sees the prompt and tool outputs only. gcm's samplers use numpy's global
 state; each episode seeds it from its own ``rng``, runs its attribution without yielding to the
 event loop, keeps gcm's Shapley evaluation in-process (``n_jobs=1``) and builds its graphs in
-sorted node order (not in string-hash order), so answers do not depend on concurrency, joblib
+sorted node order (not in string-hash order, nor the export's), so answers do not depend on concurrency, joblib
 workers or the process.
 """
 
@@ -58,29 +61,52 @@ TARGET = {
 Z_MIN = 3.0  # attributions below 3 baseline-noise units are noise: NO_ANOMALY
 
 
+@lru_cache(maxsize=1)
+def _ads_scm():
+    from causaltrace import load_domain
+
+    return load_domain("ads").scm
+
+
 @lru_cache(maxsize=4)
 def projected_graph(visible: frozenset[str]) -> nx.DiGraph:
     """The ads SCM's declared graph projected onto ``visible`` nodes (directed part: an edge
-    u -> v when a directed path from u to v passes through unobserved nodes only)."""
-    from causaltrace import load_domain
+    u -> v when a directed path from u to v passes through unobserved nodes only), as the
+    export draws it (:func:`causaltrace.interop.dowhy_gcm.projected_edges`)."""
+    from causaltrace.interop.dowhy_gcm import projected_edges
 
-    graph = load_domain("ads").scm.graph_view("none")
     out = nx.DiGraph()
     # Sorted: a frozenset's order follows string hashing, which changes from process to
     # process, and gcm's node order decides which random draws go where.
     out.add_nodes_from(sorted(visible))
-    for u in sorted(visible):
-        stack, seen = list(graph.successors(u)), set()
-        while stack:
-            v = stack.pop()
-            if v in seen:
-                continue
-            seen.add(v)
-            if v in visible:
-                out.add_edge(u, v)
-            else:
-                stack.extend(graph.successors(v))
+    out.add_edges_from(projected_edges(_ads_scm(), visible))
     return out
+
+
+def exported_model(nodes: frozenset[str]):
+    """The gcm model of ``nodes`` from the engine's export of the ads SCM (fresh: ``gcm``
+    fits its mechanisms in place): the latent projection, learned linear additive-noise
+    mechanisms, empirical roots, no panel coordinates (a row is a day of a slice's sums)."""
+    from dowhy import gcm
+
+    from causaltrace.interop.dowhy_gcm import to_gcm
+
+    model = to_gcm(
+        _ads_scm(),
+        mode="fit",
+        nodes=nodes,
+        coordinates=False,
+        learner=gcm.ml.create_linear_regressor,
+    )
+    # The graph in sorted order (the export's is the SCM's): gcm's node order decides which
+    # random draws go where, and the agent's answers are kept those of its sorted graph.
+    graph = nx.DiGraph()
+    graph.add_nodes_from(sorted(model.graph.nodes))
+    graph.add_edges_from(sorted(model.graph.edges))
+    ordered = gcm.InvertibleStructuralCausalModel(graph)
+    for node in graph.nodes:
+        ordered.set_causal_mechanism(node, model.causal_mechanism(node))
+    return ordered
 
 
 def _series_code(scope: str | None, dim: str | None) -> str:
@@ -129,18 +155,8 @@ def attribute(data: dict[str, list[float]], target: str) -> dict[str, float]:
     frame = pd.DataFrame({SITE_COLUMNS.get(c, c): v for c, v in data.items()})
     graph = projected_graph(frozenset(frame.columns))
     keep = nx.ancestors(graph, target) | {target}
-    sub = nx.DiGraph()  # built in the graph's (sorted) order: a subgraph view iterates the set
-    sub.add_nodes_from(n for n in graph.nodes if n in keep)
-    sub.add_edges_from((u, v) for u, v in graph.edges if u in keep and v in keep)
-    graph = sub
-    model = gcm.ProbabilisticCausalModel(graph)
-    for node in graph.nodes:  # the fast, fixed assignment (auto quality GOOD is too slow)
-        if graph.in_degree(node) == 0:
-            model.set_causal_mechanism(node, gcm.EmpiricalDistribution())
-        else:
-            model.set_causal_mechanism(
-                node, gcm.AdditiveNoiseModel(gcm.ml.create_linear_regressor())
-            )
+    model = exported_model(frozenset(keep))
+    graph = model.graph
     frame = frame[list(graph.nodes)]
     old, new = frame.iloc[:BASELINE_DAYS], frame.iloc[BASELINE_DAYS:]
     return gcm.distribution_change(

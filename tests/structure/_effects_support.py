@@ -6,7 +6,7 @@ and identification answers on the unit graph.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -83,3 +83,25 @@ def confounded_binary_scm(panel: Panel) -> SCM:
         Node("y", Bernoulli(0.1, (("t", 0.3), ("u", 0.5))), parents=("t", "u"), noise=Uniform()),
     ]
     return SCM(nodes, panel, name="confounded-binary")
+
+
+def observing(scm: SCM, *names: str) -> SCM:
+    """``scm`` with the latent nodes ``names`` marked observed (the analyst who also records
+    them): the same mechanisms, noise and intervention points, in the same order, so every
+    world is drawn as before; only the graph's ``observed`` marks (what identification may
+    adjust for, what ``regime_frame(scm, scm.observed, ...)`` exports) change."""
+    unknown = [name for name in names if name not in scm.nodes]
+    if unknown:
+        raise KeyError(f"SCM {scm.name!r} has no node(s) {unknown}")
+    if scm.interventions:
+        raise ValueError("observing() rebuilds a base model: intervene on its result instead")
+    nodes = [
+        replace(node, observed=True) if node.name in names else node for node in scm.nodes.values()
+    ]
+    return SCM(
+        nodes,
+        scm.panel,
+        scm.intervention_points.values(),
+        name=scm.name,
+        validate_mechanisms=False,  # the same mechanisms, validated when scm was built
+    )
