@@ -54,6 +54,18 @@ def _folds(y: np.ndarray, wanted: int) -> int:
     return max(2, min(wanted, smallest))
 
 
+def _cross_validatable(X: pd.DataFrame, y: np.ndarray) -> tuple[pd.DataFrame, np.ndarray]:
+    """The rows a stratified cross-validation can hold out: those of classes with at least
+    two members (a class seen once can be neither trained on and tested nor stratified)."""
+    counts = Counter(y.tolist())
+    keep = np.array([counts[v] >= 2 for v in y.tolist()], dtype=bool)
+    return X.loc[keep] if not keep.all() else X, y[keep]
+
+
+def _runnable(X: pd.DataFrame, y: np.ndarray) -> bool:
+    return len(y) >= 4 and len(set(y.tolist())) >= 2 and X.shape[1] > 0
+
+
 def _empty(name: str, y: np.ndarray) -> ProbeResult:
     chance = max(Counter(y.tolist()).values()) / len(y) if len(y) else float("nan")
     return ProbeResult(name, float("nan"), 0.0, 1.0, 0, chance, 0, 0)
@@ -96,7 +108,8 @@ def leakage_probe(
     from sklearn.ensemble import RandomForestClassifier
 
     y = np.asarray(y)
-    if len(y) < 4 or len(set(y.tolist())) < 2 or X.shape[1] == 0:
+    X, y = _cross_validatable(X, y)
+    if not _runnable(X, y):
         return _empty(name, y)
     model = RandomForestClassifier(n_estimators=trees, random_state=_seed(rng), n_jobs=1)
     scores = _fit_and_score(model, X, y, folds, rng)
@@ -119,7 +132,8 @@ def shortcut_probe(
     from sklearn.tree import DecisionTreeClassifier, export_text
 
     y = np.asarray(y)
-    if len(y) < 4 or len(set(y.tolist())) < 2 or X.shape[1] == 0:
+    X, y = _cross_validatable(X, y)
+    if not _runnable(X, y):
         return _empty(name, y)
     model = DecisionTreeClassifier(max_depth=depth, random_state=_seed(rng))
     scores = _fit_and_score(model, X, y, folds, rng)

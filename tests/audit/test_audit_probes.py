@@ -49,6 +49,25 @@ def test_leakage_probe_is_at_chance_on_independent_features():
     assert probe.low <= 0.25 <= probe.high or probe.accuracy < 0.25
 
 
+@pytest.mark.parametrize("probe", [leakage_probe, shortcut_probe])
+def test_probes_hold_out_only_causes_seen_twice(probe):
+    """A small audit (``episodes=4``) has causes seen once, which a stratified split can
+    neither train on and test nor stratify (scikit-learn raised ValueError): those episodes
+    are left out of the probe, and with fewer than 4 left it is not run."""
+    clean_X, clean_y = noise_features(40, 4, seed=2)
+    extra = pd.DataFrame(
+        np.ones((3, clean_X.shape[1])), columns=clean_X.columns, index=[40, 41, 42]
+    )
+    X = pd.concat([clean_X, extra])
+    y = np.concatenate([clean_y, ["E", "F", "G"]])
+    result = probe(X, y, np.random.default_rng(0))
+    assert result.n == 40  # the three causes seen once are not scored
+    # ... and the rest is probed exactly as without them (same draws, same folds).
+    assert result == probe(clean_X, clean_y, np.random.default_rng(0))
+    tiny = probe(X.iloc[-4:], y[-4:], np.random.default_rng(0))  # D, E, F, G: once each
+    assert tiny.n == 0 and np.isnan(tiny.accuracy)
+
+
 def test_leakage_probe_detects_a_planted_leak():
     # The same noise plus one feature equal to the cause's index: a forest reads it exactly.
     X, y = noise_features(240, 8, seed=1)
