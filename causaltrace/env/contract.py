@@ -43,7 +43,7 @@ def submit_spec(space, concurrent: bool = False) -> ToolSpec:
     """
     dims = ", ".join(name for name, _ in space.dimensions)
     slice_text = (
-        f"The affected slice as dim=level or dim=level&dim=level over {dims}; leave it empty "
+        f"The affected slice as dim=level or dim=level&dim=level over {dims}; leave it out (or null) "
         "for causes that act on the whole account."
     )
     description = "Submit the final diagnosis and end the episode (call it once)."
