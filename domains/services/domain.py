@@ -152,9 +152,11 @@ class ServicesDomain(Domain):
         return shown_alert(self.alert_readings(tables)).kpi
 
     def kpi_daily(self, world: World, kpi: str) -> np.ndarray:
-        """The system-level value of ``kpi`` per bucket (for plots)."""
+        """The system-level value of ``kpi`` per bucket (for plots), in the alert's units (the
+        error rate in percent, as the page states it)."""
         if kpi == "error_rate":
-            return world["errors"].sum(axis=0) / np.maximum(world["requests"].sum(axis=0), 1)
+            errors, requests = world["errors"].sum(axis=0), world["requests"].sum(axis=0)
+            return 100.0 * errors / np.maximum(requests, 1)
         if kpi in ("latency_p99_ms", "queue_depth"):
             return world[kpi].max(axis=0)
         return world[kpi].sum(axis=0).astype(np.float64)

@@ -112,3 +112,37 @@ def test_scope_slice_reads_the_monitors_scope_words():
     assert scope_slice("service=nowhere", panel) is None  # an unknown level
     assert scope_slice("checkout@mars", panel) is None  # a level next to a word that is none
     assert scope_slice("frontend@checkout", panel) is None  # two levels of one dimension
+
+
+SERVICES_TEST = Path(__file__).resolve().parents[2] / "data" / "services_test"
+
+
+@pytest.mark.skipif(
+    not (SERVICES_TEST / "private" / "specs").is_dir(), reason="data/services_test is not here"
+)
+def test_services_error_rate_is_plotted_in_the_pages_percent(tmp_path):
+    """The page states an error rate in percent ("0.84% against 0.21%"); the plot's series is
+    the same quantity in the same unit: 100 x errors / requests per bucket over the paged
+    service and region, recomputed here from the agent's service_metrics table."""
+    domain = dataset_domain(SERVICES_TEST)
+    labels = load_labels(SERVICES_TEST)
+    for episode in sorted(labels):
+        directory = open_episode(SERVICES_TEST, episode, cache_dir=tmp_path)
+        page = (directory / PROMPT_FILE).read_text(encoding="utf-8")
+        found = re.search(r"^ALERT: error rate of (\w+) in (\w+) is up .*?: ([\d.]+)%", page, re.M)
+        if found:
+            break
+    else:
+        pytest.fail("no services_test episode pages an error rate")
+    service, region, stated = found.group(1), found.group(2), float(found.group(3))
+    series = alert_kpi_series(domain, rebuild_episode(SERVICES_TEST, episode))
+    (one,) = [s for s in series if s.kpi == "error_rate" and s.scope == f"{service}@{region}"]
+    metrics = read_episode_tables(directory)["service_metrics"]
+    rows = metrics[(metrics["service"] == service) & (metrics["region"] == region)]
+    by_ts = rows.groupby("ts").sum(numeric_only=True).sort_index()
+    expected = 100.0 * by_ts["errors"].to_numpy(np.float64) / np.maximum(by_ts["requests"], 1)
+    np.testing.assert_allclose(one.factual, expected, rtol=1e-9, atol=1e-12)
+    # The page's current value is a rate over the alert window's buckets, on the same scale
+    # as the series there (a fraction would be 100 times smaller).
+    window = one.factual[one.alert_window[0] : one.alert_window[1]]
+    assert window.min() / 2 <= stated <= window.max() * 2, (stated, window.min(), window.max())
