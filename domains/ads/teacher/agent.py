@@ -80,7 +80,7 @@ class InvestigatorAgent(Agent):
                 probe.prepare(page)
             columns = _columns(probe, page)
             content = " ".join(x for x in (text, voice.decide(probe, belief, page, columns)) if x)
-            query = probe.query(sql, state)
+            query = sql.finish(probe.query(sql, state))
             results = await session.turn(
                 [{"name": probe.tool, "arguments": {"query": query}}], content
             )

@@ -3,11 +3,13 @@
 Every query compares the alert's week (``now``) with the three weeks before the last two
 (``before``); columns are named ``<metric>_before`` and ``<metric>_now`` so the teacher's own
 code reads them back by name. Cosmetic choices (SUM with FILTER or CASE, the order of the rows,
-line breaks) come from the episode's rng, as two analysts would write the same query
-differently; none changes the numbers.
+line breaks, how a date literal is written, the case of function names) come from the episode's
+rng, as two analysts would write the same query differently; none changes the numbers.
 """
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
@@ -15,6 +17,14 @@ from causaltrace_domains.ads.teacher.page import Windows
 from causaltrace_domains.ads.teacher.signatures import conditions
 
 MAX_CHARS = 1500
+# How an analyst writes a date: DuckDB's typed literal, a cast, or (next to a date column) a
+# bare string.
+DATE_STYLES = ("DATE '{}'", "'{}'::DATE", None)
+DATE_LITERAL = re.compile(r"DATE '(\d{4}-\d{2}-\d{2})'")
+COMPARED_DATE = re.compile(r"(BETWEEN|AND|>=|<=|>|<|=) DATE '(\d{4}-\d{2}-\d{2})'")
+FUNCTION_CALL = re.compile(
+    r"\b(sum|round|avg|mad|ln|exp|nullif|coalesce|strftime|dayofweek|date_diff|count|max|min)\("
+)
 
 
 class Sql:
@@ -25,6 +35,23 @@ class Sql:
         self.rng = rng
         self.filter_style = bool(rng.integers(2))
         self.indent = "  " if rng.integers(2) else "    "
+        # Later cosmetic choices draw from a child generator, so the episode's own stream (the
+        # choices above, the teacher's tie-breaks) is what it was without them.
+        style = rng.spawn(1)[0]
+        self.upper_functions = bool(style.integers(2))
+        self.date_style = int(style.integers(len(DATE_STYLES)))
+
+    def finish(self, query: str) -> str:
+        """The query as this analyst types it: date literals and function names in their
+        style (DuckDB reads every variant alike, so the numbers do not change)."""
+        literal = DATE_STYLES[self.date_style]
+        if literal is None:  # a bare string, which DuckDB casts where it meets a date column
+            query = COMPARED_DATE.sub(r"\1 '\2'", query)
+        elif literal != "DATE '{}'":
+            query = DATE_LITERAL.sub(lambda m: literal.format(m.group(1)), query)
+        if self.upper_functions:
+            query = FUNCTION_CALL.sub(lambda m: m.group(1).upper() + "(", query)
+        return query
 
     # -- building blocks -----------------------------------------------------------------------
     def before(self, col: str = "date") -> str:
