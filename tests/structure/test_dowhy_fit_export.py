@@ -36,6 +36,25 @@ FAST_TESTS = {
 }
 
 
+def mean_change(scm, worlds, target, nodes=None, **options) -> dict:
+    """gcm's attribution of the change of ``target``'s mean from the counterfactual world (old
+    data) to the factual one (new data: the same noise), on the ``mode="fit"`` export, one
+    process, gcm's draws seeded."""
+    old = panel_frame(scm, worlds.counterfactual, nodes=nodes)
+    new = panel_frame(scm, worlds.factual, nodes=nodes)
+    set_random_seed(0)
+    return gcm.distribution_change(
+        to_gcm(scm, mode="fit", nodes=nodes),
+        old,
+        new,
+        target,
+        shapley_config=gcm.shapley.ShapleyConfig(n_jobs=1),
+        **FAST_TESTS,
+        **MEAN_CHANGE,
+        **options,
+    )
+
+
 @pytest.fixture(autouse=True)
 def one_thread(monkeypatch):
     monkeypatch.setattr(gcm.config, "default_n_jobs", 1)
@@ -198,18 +217,7 @@ def test_distribution_change_is_the_engine_change(example, node, where, factor):
     change of the target's mean is the intervention's effect, which gcm must give to the
     intervened node alone."""
     worlds = simulate(example, [Scale(node, where=parse_slice(where), factor=factor)], seed=2)
-    old, new = panel_frame(example, worlds.counterfactual), panel_frame(example, worlds.factual)
-    set_random_seed(0)
-    change = gcm.distribution_change(
-        to_gcm(example, mode="fit"),
-        old,
-        new,
-        "tracked_orders",
-        num_samples=20_000,
-        shapley_config=gcm.shapley.ShapleyConfig(n_jobs=1),
-        **FAST_TESTS,
-        **MEAN_CHANGE,
-    )
+    change = mean_change(example, worlds, "tracked_orders", num_samples=20_000)
     assert max(change, key=lambda k: abs(change[k])) == node
     # Each set function is a difference of means of 20,000 draws of tracked orders (sd 4.7):
     # standard error 4.7 * sqrt(2 / 20000) = 0.047, and a Shapley value combines such
@@ -229,17 +237,7 @@ def test_distribution_change_beyond_the_mechanism_range(example):
     worlds = simulate(
         example, [Scale("checkout_rate", where=parse_slice("channel=search"), factor=0.5)], seed=2
     )
-    old, new = panel_frame(example, worlds.counterfactual), panel_frame(example, worlds.factual)
-    set_random_seed(0)
-    change = gcm.distribution_change(
-        to_gcm(example, mode="fit"),
-        old,
-        new,
-        "tracked_orders",
-        shapley_config=gcm.shapley.ShapleyConfig(n_jobs=1),
-        **FAST_TESTS,
-        **MEAN_CHANGE,
-    )
+    change = mean_change(example, worlds, "tracked_orders")
     effect = _engine_change(worlds, "tracked_orders")  # about -1.95
     top = max(change, key=lambda k: abs(change[k]))
     assert top == "checkout_rate"
@@ -295,19 +293,7 @@ def test_ads_tracking_outage_is_blamed_on_the_tag(ads):
         "modelled_conversions",
         "conversions",
     ]
-    old = panel_frame(ads, worlds.counterfactual, nodes=keep)
-    new = panel_frame(ads, worlds.factual, nodes=keep)
-    set_random_seed(0)
-    change = gcm.distribution_change(
-        to_gcm(ads, mode="fit", nodes=keep),
-        old,
-        new,
-        "conversions",
-        num_samples=20_000,
-        shapley_config=gcm.shapley.ShapleyConfig(n_jobs=1),
-        **FAST_TESTS,
-        **MEAN_CHANGE,
-    )
+    change = mean_change(ads, worlds, "conversions", nodes=keep, num_samples=20_000)
     effect = _engine_change(worlds, "conversions")  # about -0.235 conversions per cell-day
     assert max(change, key=lambda k: abs(change[k])) == "tag_fire_rate"
     # Conversions have sd 4.0 per unit: a difference of means of 20,000 draws has standard
