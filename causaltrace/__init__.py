@@ -17,6 +17,7 @@ from causaltrace.episodes.alerts import (
 )
 from causaltrace.episodes.domain import (
     Background,
+    BackgroundChange,
     Domain,
     DomainContractError,
     DomainError,
@@ -81,6 +82,7 @@ __all__ = [
     "AlertExplanation",
     "AlertReading",
     "Background",
+    "BackgroundChange",
     "CausalTraceError",
     "CauseInfo",
     "Domain",

@@ -39,7 +39,7 @@ import os
 import tempfile
 import weakref
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -68,6 +68,7 @@ from causaltrace.datasets.float_math import rounding_only, vector_math_targets
 from causaltrace.datasets.source_closure import import_closure
 from causaltrace.datasets.storage import DatasetLayout, write_episode_dir
 from causaltrace.episodes.alert_shares import cause_alert_shares, weakest_cause
+from causaltrace.episodes.change_shares import ChangeAttribution, attribute_changes
 from causaltrace.episodes.composition import allows_concurrent, assignments
 from causaltrace.episodes.difficulty import Difficulty
 from causaltrace.episodes.domain import DOMAINS, Domain, domain_has_monitor, load_domain
@@ -346,7 +347,7 @@ class Job:
             {
                 "domain": dict(self.domain),
                 "dataset": asdict(self.dataset),
-                "verifier": asdict(self.verifier),
+                "verifier": self.verifier.record(),
             }
         )
 
@@ -465,12 +466,18 @@ def oracle_measurements(
             snr=verifier.snr,
             relevance_share=verifier.relevance_share,
         )
-    return oracle_reading(solvers[key], tables, label.causes)
+    reading = oracle_reading(solvers[key], tables, label.causes)
+    if verifier.check_oracle_set:
+        found = solvers[key].answer_set(tables, max_causes=len(label.causes) + 1)
+        reading["oracle_set"] = [{"cause": h.cause, "slice": h.slice} for h in found]
+    return reading
 
 
 def check_oracle(label: OracleLabel, reading: Mapping[str, Any], verifier: VerifierConfig):
     """The oracle gate: reject a label the tables do not support (the oracle's answer names no
-    true cause); None when the oracle agrees or the gate is off.
+    true cause) or, with ``verifier.check_oracle_set``, one the tables support only in part (a
+    cause the oracle finds in them, relevant to a shown alert, is not labelled); None when the
+    oracle agrees or the gate is off.
 
     Args:
         label: The episode's label.
@@ -480,10 +487,15 @@ def check_oracle(label: OracleLabel, reading: Mapping[str, Any], verifier: Verif
     answer = reading.get("oracle_answer")
     if not verifier.check_oracle or answer is None:
         return None
-    if answer["cause"] in {cause for cause, _ in label.causes}:
-        return None
-    where = answer["slice"] or "all"
-    return Verdict(False, (f"oracle_disagrees:{answer['cause']}@{where}",), {})
+    causes = {cause for cause, _ in label.causes}
+    if answer["cause"] not in causes:
+        where = answer["slice"] or "all"
+        return Verdict(False, (f"oracle_disagrees:{answer['cause']}@{where}",), {})
+    for found in reading.get("oracle_set") or ():  # every cause the oracle finds is labelled
+        if found["cause"] not in causes:
+            where = found["slice"] or "all"
+            return Verdict(False, (f"oracle_finds_unlabelled:{found['cause']}@{where}",), {})
+    return None
 
 
 def check_cause_shares(
@@ -502,6 +514,61 @@ def check_cause_shares(
     if best >= verifier.concurrent_share:
         return None
     return Verdict(False, (f"cause_unexplained:{cause}:share={best:.2f}",), {})
+
+
+def check_change_shares(
+    attribution: ChangeAttribution | None,
+    verifier: VerifierConfig,
+    no_signal: Collection[str] = (),
+) -> Verdict | None:
+    """The label must hold every change that moved the page: reject an attempt in which a
+    background change explains ``verifier.background_share`` or more of a shown alert (its
+    Shapley share in the alert's direction; a change that hid part of the move explains none
+    of it), whose causes together make less than ``explained_share`` of the paged alert with
+    the background counted, or whose pairwise estimate leaves more than
+    ``attribution_residual`` of a move to interactions of three or more changes (the shares
+    would not be exact). None when the attempt passes, or when there is nothing to attribute.
+
+    Every background change is rejected rather than promoted to a labelled cause: a twin or a
+    process that moved the page is a second incident the cause's prior did not draw, and
+    labelling it would add concurrent episodes of kinds and slices no composition asked for.
+
+    Args:
+        attribution: Every change's shares (:func:`attribute_changes`), or None.
+        verifier: The verifier settings (``background_share``, ``explained_share``,
+            ``attribution_residual``, ``check_alert``).
+        no_signal: The domain's no-signal causes (they explain nothing, by design; in their
+            episodes a change that is not ``nameable`` may raise the page: that is the false
+            alarm their label states).
+    """
+    if attribution is None or verifier.background_share is None or not verifier.check_alert:
+        return None
+    signal = [per_alert for c, per_alert in attribution.causes.items() if c not in no_signal]
+    for name, per_alert in attribution.background.items():
+        if not signal and not attribution.nameable.get(name, True):
+            continue  # the false alarm a no-signal label says happened
+        for alert, share in per_alert.items():
+            if share >= verifier.background_share:
+                kind = attribution.kinds.get(name, name)
+                return Verdict(
+                    False, (f"background_moves_alert:{kind}:{alert}:share={share:.2f}",), {}
+                )
+    paged = attribution.alerts[0]
+    explained = math.fsum(per_alert[paged] for per_alert in signal)
+    if signal and explained < verifier.explained_share:
+        return Verdict(False, (f"alert_unexplained_with_background:share={explained:.2f}",), {})
+    worst = max(attribution.residual.values(), key=abs, default=0.0)
+    if abs(worst) > verifier.attribution_residual:
+        return Verdict(False, (f"attribution_unresolved:residual={worst:.3f}",), {})
+    return None
+
+
+def with_change_shares(label: OracleLabel, attribution: ChangeAttribution | None) -> OracleLabel:
+    """``label`` with every background change's share of every shown alert (and the move left
+    with no change on) in ``extra["change_shares"]``; unchanged without an attribution."""
+    if attribution is None:
+        return label
+    return replace(label, extra={**label.extra, "change_shares": attribution.to_dict()})
 
 
 def with_alert_shares(
@@ -559,18 +626,28 @@ def accept_episode(
                 continue
         episode = complete_episode(domain, simulated, alert)
         verdict = verify_episode(domain, episode, verifier)
-        shares = reading = None
-        if verdict.accepted:  # the costlier checks, cheapest first
+        shares = reading = attribution = None
+        every_change = verifier.background_share is not None
+        if verdict.accepted and not every_change:  # the costlier checks, cheapest first
             shares = cause_alert_shares(domain, episode)
             verdict = check_cause_shares(shares, verifier) or verdict
         if verdict.accepted:
             reading = oracle_measurements(episode.label, domain, episode.tables, verifier)
             verdict = check_oracle(episode.label, reading, verifier) or verdict
+        if verdict.accepted and every_change:  # the costliest: a world per coalition played
+            attribution = attribute_changes(domain, episode, exact_players=verifier.exact_players)
+            shares = None if attribution is None else attribution.causes
+            verdict = (
+                check_change_shares(attribution, verifier, domain.no_signal_causes())
+                or check_cause_shares(shares, verifier)
+                or verdict
+            )
         verdicts.append(verdict)
         if verdict.accepted:
             measured = {**verifier_measurements(episode.label, verdict, typical), **reading}
             label = with_measured_difficulty(episode.label, measured)
             label = with_alert_shares(label, shares)
+            label = with_change_shares(label, attribution)
             return replace(episode, label=label), verdicts
     reasons = Counter(v.reason for v in verdicts)
     causes = " + ".join(spec.causes)
@@ -1072,10 +1149,11 @@ def _row_change(old: bytes, new: bytes) -> str:
 
 def _built_label(label: Mapping[str, Any]) -> str:
     """A label as :func:`build_episode` makes it: without what acceptance adds after (the
-    verifier's and the oracle's measurements, each cause's share of the alerts)."""
+    verifier's and the oracle's measurements, each change's share of the alerts)."""
     data = json.loads(json.dumps(label, sort_keys=True))
     extra = data.get("extra") or {}
     extra.pop("alert_shares", None)
+    extra.pop("change_shares", None)
     (extra.get("difficulty") or {}).pop("measured", None)
     for other in data.get("also") or ():
         (other.get("extra") or {}).pop("alert_shares", None)

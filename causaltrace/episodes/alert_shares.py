@@ -40,6 +40,19 @@ def _moves(domain: Domain, world, keys: Sequence[tuple[str, str]]) -> list[float
     return [readings[k].move for k in keys]
 
 
+def shown_alerts_of(domain: Domain, episode: Episode) -> list[AlertReading] | None:
+    """The alerts ``episode``'s prompt shows (the paged one first); None if the domain has no
+    monitor or its tables raise none.
+
+    Args:
+        domain: The domain (its monitor).
+        episode: The generated episode (its tables).
+    """
+    if not domain_has_monitor(domain):
+        return None
+    return domain.shown_alerts(domain.alert_readings(episode.tables)) or None
+
+
 def cause_alert_shares(domain: Domain, episode: Episode) -> dict[str, dict[str, float]] | None:
     """cause -> {``kpi@scope`` of each shown alert -> the cause's Shapley share of its move};
     None if the domain has no monitor or the tables raise no alert.
@@ -48,10 +61,8 @@ def cause_alert_shares(domain: Domain, episode: Episode) -> dict[str, dict[str, 
         domain: The domain (its monitor).
         episode: The generated episode (its tables, draws and worlds).
     """
-    if not domain_has_monitor(domain):
-        return None
-    shown = domain.shown_alerts(domain.alert_readings(episode.tables))
-    if not shown:
+    shown = shown_alerts_of(domain, episode)
+    if shown is None:
         return None
     keys = [a.key for a in shown]
     factual = [a.move for a in shown]

@@ -25,9 +25,12 @@ place of ``root_cause`` and ``slice``::
                 {"root_cause": "TRAFFIC_DROP", "slice": null}]}
 
 Each entry has the keys ``root_cause`` and ``slice`` only; the list holds one to
-``MAX_CAUSES`` entries with no cause named twice. The first entry is the answer's
-``root_cause``/``slice`` (what ``ranking``, ``impact`` and ``onset`` refer to) and the others
-its ``also``. A one-entry list is the same answer as the single form.
+``MAX_CAUSES`` entries. A cause may be named more than once, on different slices (two bid
+changes on two campaigns are two causes of one kind); the same cause on the same canonical
+slice twice is a format error, and so is a cause that takes no slice named twice (its entries
+are the same entry). The first entry is the answer's ``root_cause``/``slice`` (what
+``ranking``, ``impact`` and ``onset`` refer to) and the others its ``also``. A one-entry list
+is the same answer as the single form.
 
 :class:`AnswerSpace` holds what a reward worker needs to check and score answers without the SCM:
 the cause names, which causes take a slice, each cause's group, the panel's dimensions, levels
@@ -542,7 +545,7 @@ class AnswerSpace:
         if len(value) > MAX_CAUSES:
             raise AnswerFormatError(f"causes has {len(value)} entries; at most {MAX_CAUSES}")
         out: list[Candidate] = []
-        seen: dict[str, int] = {}
+        seen: dict[Candidate, int] = {}
         for i, entry in enumerate(value):
             where = f"causes[{i}]"
             if not isinstance(entry, Mapping):
@@ -561,13 +564,11 @@ class AnswerSpace:
                 cause, sl = self._entry(entry["root_cause"], entry.get("slice"), notes)
             except AnswerFormatError as exc:
                 raise AnswerFormatError(f"{where}: {exc}") from None
-            if cause in seen:
-                raise AnswerFormatError(
-                    f"{where} names {cause} again (first at causes[{seen[cause]}]); name each "
-                    "cause once, with its one slice"
-                )
-            seen[cause] = i
-            out.append(Candidate(cause, sl))
+            candidate = Candidate(cause, sl)
+            if candidate in seen:
+                raise AnswerFormatError(_repeated_entry(candidate, seen[candidate], i, self))
+            seen[candidate] = i
+            out.append(candidate)
         return out
 
     def _ranking(self, value: Any, cause: str, sl: str | None) -> tuple[Candidate, ...]:
@@ -636,6 +637,18 @@ class AnswerSpace:
 
 
 _NULL_TEXTS = frozenset({"null", "None", "none", "NULL"})
+
+
+def _repeated_entry(entry: Candidate, first: int, again: int, space: AnswerSpace) -> str:
+    """The error for a ``causes`` entry that repeats an earlier one (same cause, same slice)."""
+    where = f"causes[{again}] names {entry.root_cause} again (first at causes[{first}])"
+    if not space.takes_slice(entry.root_cause):
+        return f"{where}; {entry.root_cause} takes no slice, so name it once"
+    shown = "no slice (the whole panel)" if entry.slice is None else f"slice {entry.slice!r}"
+    return (
+        f"{where} with the same {shown}; a cause named more than once needs a different "
+        "slice in each entry"
+    )
 
 
 def _cross_codes(sizes: Sequence[int]) -> np.ndarray:

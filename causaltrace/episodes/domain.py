@@ -8,7 +8,7 @@ entry-point group (declared in the domain package's ``pyproject.toml``) or by an
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
@@ -90,6 +90,27 @@ def monitor_methods(domain: Domain | type[Domain]) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
+class BackgroundChange:
+    """One change of an episode's background that an analyst could name as a cause: a logged
+    edit, a promotion, a learning period. The label's attribution switches each change on and
+    off (:mod:`causaltrace.episodes.change_shares`), so a change that moved a shown alert is
+    seen, whatever the label names.
+
+    ``interventions`` are some of the :class:`Background`'s own (the same objects);
+    ``description`` says where and when it acted, as the agent's tables show it. ``nameable``:
+    an analyst could take it for one of the domain's causes (an account edit that is a cause's
+    twin); a change that is not (a transient blip, a documented sale) may raise the false alarm
+    of a no-signal episode, which is what such an episode's label says happened.
+    """
+
+    name: str
+    kind: str
+    interventions: tuple[Intervention, ...]
+    description: str = ""
+    nameable: bool = True
+
+
+@dataclass(frozen=True)
 class Background:
     """What happens in an episode regardless of its cause, in both worlds.
 
@@ -97,10 +118,43 @@ class Background:
     small concurrent shifts) applied to the factual *and* the counterfactual world, so they are
     confounders the agent must see through, not part of the label. ``notes`` carries what the
     renderer needs to show them (e.g. the change-history rows of decoy edits).
+
+    ``changes`` names the interventions an analyst could take for a cause, grouped as they
+    happened (one edit with its learning period is one change); the rest of ``interventions``
+    is the account's setting (its state from the first day), never switched off. A domain
+    without ``changes`` declares none, and only its causes are attributed.
     """
 
     interventions: tuple[Intervention, ...] = ()
     notes: Mapping[str, Any] = field(default_factory=dict)
+    changes: tuple[BackgroundChange, ...] = ()
+
+    def __post_init__(self) -> None:
+        held = {id(iv) for iv in self.interventions}
+        names: set[str] = set()
+        for change in self.changes:
+            if change.name in names:
+                raise DomainError(f"background: two changes are named {change.name!r}")
+            names.add(change.name)
+            stray = [iv.node for iv in change.interventions if id(iv) not in held]
+            if stray:
+                raise DomainError(
+                    f"background change {change.name!r}: its interventions on {stray} are not "
+                    "among the background's interventions (a change groups some of them)"
+                )
+
+    def interventions_with(self, changes: Collection[str]) -> tuple[Intervention, ...]:
+        """The setting and the named changes' interventions, in the background's order (so the
+        world with every change is the background's own, wrapper for wrapper).
+
+        Args:
+            changes: Names of the changes to keep on.
+        """
+        unknown = sorted(set(changes) - {c.name for c in self.changes})
+        if unknown:
+            raise DomainError(f"background has no change(s) named {unknown}")
+        off = {id(iv) for c in self.changes if c.name not in changes for iv in c.interventions}
+        return tuple(iv for iv in self.interventions if id(iv) not in off)
 
 
 class Domain(ABC):

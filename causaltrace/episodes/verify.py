@@ -45,8 +45,8 @@ from __future__ import annotations
 import math
 import weakref
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
-from typing import Protocol
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 from scipy import special
@@ -214,6 +214,36 @@ class VerifierConfig:
     # None: unbounded). It bounds only the detection statistic: the identifiability checks keep
     # ``snr`` (a strong tier must not demand that every sub-slice be strong too).
     snr_band: tuple[float, float | None] | None = None
+    # The label holds every change that moved the page (causaltrace.episodes.change_shares):
+    # each background change's Shapley share of each shown alert, its causes and background
+    # switched on and off with shared noise, must stay below this (None: the attribution over
+    # every change is off, and only the causes' shares are read, as before it existed).
+    background_share: float | None = None
+    # The pairwise estimate of those shares is trusted only while its efficiency residual (the
+    # interaction of three or more changes) stays below this share of every shown alert's move.
+    attribution_residual: float = 0.05
+    # Up to this many players (causes and background changes) every coalition is simulated.
+    exact_players: int = 4
+    # The oracle reads every shown alert, not only its top answer: each cause it finds in the
+    # tables (its answer set, up to one more than the label holds) must be a labelled cause.
+    check_oracle_set: bool = False
+
+    # Keys added after splits were committed: recorded in a manifest only when set away from
+    # their defaults, so a split made before them reads back to the config that made it.
+    RECORDED_IF_SET: ClassVar[tuple[str, ...]] = (
+        "background_share",
+        "attribution_residual",
+        "exact_players",
+        "check_oracle_set",
+    )
+
+    def record(self) -> dict[str, Any]:
+        """The settings as a manifest records them (see ``RECORDED_IF_SET``)."""
+        out = asdict(self)
+        for f in fields(self):
+            if f.name in self.RECORDED_IF_SET and out[f.name] == f.default:
+                del out[f.name]
+        return out
 
     @property
     def child_threshold(self) -> float:

@@ -33,7 +33,7 @@ from causaltrace.episodes.answers import NO_SIGNAL_GROUP
 from causaltrace.episodes.labels import OracleLabel
 from causaltrace.plotting import pyplot
 from causaltrace.scoring.parsing import ParsedAnswer
-from causaltrace.scoring.rewards import CompositeReward, RewardResult
+from causaltrace.scoring.rewards import CompositeReward, RewardResult, same_causes, true_causes
 
 NO_ANSWER = "(no answer)"
 
@@ -415,18 +415,16 @@ def score_episodes(
 
 def _set_exact(answer, label: OracleLabel, space) -> bool:
     """Whether ``answer`` names exactly ``label``'s causes, each with its slice where it takes
-    one."""
+    one (as multisets: a cause at work on two slices is named twice, once on each)."""
     if answer is None:
         return False
-
-    def key(cause: str, slice_text: str | None) -> tuple[str, str | None]:
-        if not space.takes_slice(cause):
-            return cause, None
-        return cause, space.canonical_slice(slice_text) if slice_text else None
-
-    truth = {key(c, s) for c, s in label.causes}
-    answered = [key(c.root_cause, c.slice) for c in answer.causes]
-    return len(answered) == len(truth) and set(answered) == truth
+    answered = [
+        (c.root_cause, space.canonical_slice(c.slice) if c.slice else None)
+        if space.takes_slice(c.root_cause)
+        else (c.root_cause, None)
+        for c in answer.causes
+    ]
+    return same_causes(space, true_causes(space, label), answered, slices=True)
 
 
 # -- AC@k ----------------------------------------------------------------------------------

@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import inspect
 import math
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from omegaconf import OmegaConf
 
 from causaltrace.core.registry import Registry
@@ -159,15 +161,23 @@ def _is_set(answer: ParsedAnswer, label: OracleLabel) -> bool:
     return bool(label.also) or (answer.answer is not None and bool(answer.answer.also))
 
 
-def _truths(answer: ParsedAnswer, label: OracleLabel) -> dict[str, str | None]:
-    """The true causes and their canonical slices (a cause appears once in a label)."""
-    space = answer.space
-    return {c: (space.canonical_slice(s) if s else None) for c, s in label.causes}
+CausePair = tuple[str, str | None]
 
 
-def _answered(answer: ParsedAnswer) -> dict[str, str | None]:
-    """The answered causes and their slices (the parser refuses a cause named twice)."""
-    return {c.root_cause: c.slice for c in answer.answer.causes}
+def true_causes(space: AnswerSpace, label: OracleLabel) -> list[CausePair]:
+    """The true ``(cause, canonical slice)`` pairs, the label's first cause first (a cause may
+    appear more than once, on different slices).
+
+    Args:
+        space: The answer space (canonicalizes the label's slices).
+        label: The episode's oracle label.
+    """
+    return [(c, space.canonical_slice(s) if s else None) for c, s in label.causes]
+
+
+def _answered(answer: ParsedAnswer) -> list[CausePair]:
+    """The answered ``(cause, slice)`` entries, in the answer's order."""
+    return [(c.root_cause, c.slice) for c in answer.answer.causes]
 
 
 def _pair_credit(space: AnswerSpace, cause: str, answered: str | None, true: str | None) -> float:
@@ -175,6 +185,80 @@ def _pair_credit(space: AnswerSpace, cause: str, answered: str | None, true: str
     if not space.takes_slice(cause):
         return 1.0
     return 0.5 + 0.5 * space.jaccard(answered, true)
+
+
+@dataclass(frozen=True)
+class CauseMatching:
+    """A one-to-one matching of answered entries to true causes (see :func:`match_causes`).
+
+    ``credit`` and ``jaccard`` hold, per true cause in the label's order, its matched entry's
+    :func:`graded_attribution` credit and slice Jaccard (0 for a true cause left unmatched);
+    ``matched`` the answered entry's index (``None``: unmatched); ``extras`` counts the answered
+    entries matched to no true cause."""
+
+    credit: tuple[float, ...]
+    jaccard: tuple[float, ...]
+    matched: tuple[int | None, ...]
+    extras: int
+
+
+def match_causes(
+    space: AnswerSpace, truths: list[CausePair], answered: list[CausePair]
+) -> CauseMatching:
+    """Match answered entries to true causes one to one, maximizing the total credit.
+
+    An entry earns the single-cause credit against a true cause of the same name (1 without a
+    slice, ``0.5 + 0.5 x Jaccard`` with one) and 0 against another cause, so the order of the
+    entries and a kind named on several slices cost nothing: the assignment (Hungarian,
+    ``scipy.optimize.linear_sum_assignment``) pairs each kind's entries with its true slices
+    best. Only pairs of the same cause count as matched.
+
+    Args:
+        space: The answer space (slice Jaccard).
+        truths: The true ``(cause, canonical slice)`` pairs.
+        answered: The answered ``(cause, slice)`` entries.
+    """
+    # lazy: scipy.optimize takes ~0.5 s to import; only set answers need it, not every worker
+    from scipy.optimize import linear_sum_assignment
+
+    credit = np.zeros((len(truths), len(answered)))
+    for i, (cause, true) in enumerate(truths):
+        for j, (named, sl) in enumerate(answered):
+            if named == cause:
+                credit[i, j] = _pair_credit(space, cause, sl, true)
+    rows, cols = linear_sum_assignment(credit, maximize=True)
+    matched: list[int | None] = [None] * len(truths)
+    for i, j in zip(rows.tolist(), cols.tolist()):
+        if truths[i][0] == answered[j][0]:
+            matched[i] = j
+    return CauseMatching(
+        credit=tuple(0.0 if j is None else float(credit[i, j]) for i, j in enumerate(matched)),
+        jaccard=tuple(
+            0.0 if j is None else space.jaccard(answered[j][1], truths[i][1])
+            for i, j in enumerate(matched)
+        ),
+        matched=tuple(matched),
+        extras=len(answered) - sum(j is not None for j in matched),
+    )
+
+
+def same_causes(
+    space: AnswerSpace, truths: list[CausePair], answered: list[CausePair], *, slices: bool
+) -> bool:
+    """Whether the answered entries are the true causes as a multiset: of names, or (with
+    ``slices``) of ``(cause, exact slice)`` where the cause takes a slice.
+
+    Args:
+        space: The answer space (which causes take a slice).
+        truths: The true ``(cause, canonical slice)`` pairs.
+        answered: The answered ``(cause, canonical slice)`` entries.
+        slices: Compare slices too (FullAttr), not only the causes named.
+    """
+
+    def key(cause: str, sl: str | None) -> CausePair:
+        return cause, (sl if slices and space.takes_slice(cause) else None)
+
+    return Counter(key(*t) for t in truths) == Counter(key(*a) for a in answered)
 
 
 @register_reward("format")
@@ -185,9 +269,13 @@ def format_reward(answer: ParsedAnswer, label: OracleLabel) -> float:
 
 @register_reward("cause_accuracy")
 def cause_accuracy(answer: ParsedAnswer, label: OracleLabel) -> float:
-    """1 when the root cause is right (with several causes: the set of causes is the truth's)."""
+    """1 when the root cause is right (with several causes: the causes named are the truth's,
+    each as often as it is at work)."""
     if _is_set(answer, label):
-        return 1.0 if answer.ok and set(_answered(answer)) == set(_truths(answer, label)) else 0.0
+        if not answer.ok:
+            return 0.0
+        truths = true_causes(answer.space, label)
+        return 1.0 if same_causes(answer.space, truths, _answered(answer), slices=False) else 0.0
     return 1.0 if _cause_right(answer, label) else 0.0
 
 
@@ -195,17 +283,14 @@ def cause_accuracy(answer: ParsedAnswer, label: OracleLabel) -> float:
 def full_attribution(answer: ParsedAnswer, label: OracleLabel) -> float:
     """FullAttr@1: right cause and, where the cause takes a slice, exactly the right slice.
 
-    With several causes (in the answer or the truth): 1 when the answered set of causes is the
-    true set and every sliced cause has exactly its true slice."""
+    With several causes (in the answer or the truth): 1 when the answered entries are the true
+    causes, each with exactly its true slice where it takes one (as multisets: order does not
+    matter, and a cause at work on two slices is named twice, once on each)."""
     if _is_set(answer, label):
         if not answer.ok:
             return 0.0
-        truths, answered = _truths(answer, label), _answered(answer)
-        if set(answered) != set(truths):
-            return 0.0
-        space = answer.space
-        exact = all(not space.takes_slice(c) or answered[c] == s for c, s in truths.items())
-        return 1.0 if exact else 0.0
+        truths = true_causes(answer.space, label)
+        return 1.0 if same_causes(answer.space, truths, _answered(answer), slices=True) else 0.0
     if not _cause_right(answer, label):
         return 0.0
     if not answer.space.takes_slice(label.cause):
@@ -219,18 +304,15 @@ def slice_jaccard(answer: ParsedAnswer, label: OracleLabel) -> float:
 
     No slice covers the whole panel, so a slice broader than the truth is penalized by the
     cells it adds. Independent of the cause; 0 on a format error. With several causes (in the
-    answer or the truth): the mean over true causes of the Jaccard of the slice answered for
-    that cause (0 for a true cause not answered).
+    answer or the truth): the mean over true causes of the Jaccard of the answered entry
+    :func:`match_causes` pairs with it (0 for a true cause left unmatched).
     """
     if answer.answer is None:
         return 0.0
     if _is_set(answer, label):
-        truths, answered = _truths(answer, label), _answered(answer)
-        values = [
-            answer.space.jaccard(answered[c], s) if c in answered else 0.0
-            for c, s in truths.items()
-        ]
-        return math.fsum(values) / len(values)
+        truths = true_causes(answer.space, label)
+        matching = match_causes(answer.space, truths, _answered(answer))
+        return math.fsum(matching.jaccard) / len(truths)
     return answer.space.jaccard(answer.answer.slice, _true_slice(answer, label))
 
 
@@ -240,27 +322,24 @@ def graded_attribution(
 ) -> float:
     """0 for a wrong cause; 1 for a right cause without a slice; 0.5 + 0.5 x slice Jaccard else.
 
-    With several causes (in the answer or the truth), a set score: the mean over true causes
-    of that credit for the answer's entry of the same cause (0 if the answer names it not),
-    minus ``extra_penalty`` per answered cause that is not a true cause, floored at 0. For one
+    With several causes (in the answer or the truth), a set score: answered entries are
+    matched to true causes one to one, maximizing the total credit (:func:`match_causes`);
+    the mean over true causes of their matched entry's credit (0 if none), minus
+    ``extra_penalty`` per answered entry matched to no true cause, floored at 0. For one
     answered and one true cause this is the single-cause credit exactly.
 
     Args:
         answer: The parsed answer.
         label: The episode's oracle label.
-        extra_penalty: The penalty per answered cause that is not at work; 0.5 by default.
+        extra_penalty: The penalty per answered entry that is not at work; 0.5 by default.
     """
     if _is_set(answer, label):
         if not answer.ok:
             return 0.0
-        space = answer.space
-        truths, answered = _truths(answer, label), _answered(answer)
-        credit = math.fsum(
-            _pair_credit(space, c, answered[c], s) if c in answered else 0.0
-            for c, s in truths.items()
-        ) / len(truths)
-        extras = sum(1 for c in answered if c not in truths)
-        return max(0.0, credit - float(extra_penalty) * extras)
+        truths = true_causes(answer.space, label)
+        matching = match_causes(answer.space, truths, _answered(answer))
+        credit = math.fsum(matching.credit) / len(truths)
+        return max(0.0, credit - float(extra_penalty) * matching.extras)
     if not _cause_right(answer, label):
         return 0.0
     if not answer.space.takes_slice(label.cause):

@@ -26,6 +26,7 @@ import numpy as np
 
 from causaltrace import (
     Background,
+    BackgroundChange,
     Decay,
     InterventionDraw,
     InterventionPoint,
@@ -56,6 +57,11 @@ ACCOUNT = "account"  # the target of account-level edits (their campaign column 
 # targeting, schedules, ads, assets or keywords: such rows are a person's.
 RULE_FIELDS = ("status", "daily_budget", "bid_adjustment")
 COUNTRY_NAMES = {"us": "the US", "uk": "the UK", "canada": "Canada"}
+# Background kinds no cause of the domain looks like: a sale the account announced moves
+# conversion rate and order value together, which no cause does. Every other kind reads as one
+# (auction volatility as competitive pressure, a consent change as a tracking outage, a learning
+# period or a paused campaign as an edit's effect), so only a sale may raise a NO_ANOMALY page.
+UNNAMEABLE = ("promotion",)
 
 
 # -- priors -----------------------------------------------------------------------------------
@@ -710,7 +716,8 @@ def sample_background(
     )
     return Background(
         interventions,
-        {
+        changes=background_changes(panel, (*processes, *twins, *decoys)),
+        notes={
             "total_edits": total,
             "effectful": logged,
             "effect_free": harmless,
@@ -723,6 +730,40 @@ def sample_background(
             "prior": prior,
         },
     )
+
+
+def background_changes(panel: Panel, processes: Sequence[Process]) -> tuple[BackgroundChange, ...]:
+    """Each process, twin and decoy as one change the label's attribution switches on and off
+    (a twin budget cut and the learning period it starts are one change: they happen
+    together); named by kind and order (``twin:BUDGET_CAP#1``), described by its first logged
+    edit as the change history shows it (or by its kind and onset where it logged none)."""
+    seen: dict[str, int] = {}
+    out = []
+    for process in processes:
+        seen[process.kind] = seen.get(process.kind, 0) + 1
+        out.append(
+            BackgroundChange(
+                f"{process.kind}#{seen[process.kind]}",
+                process.kind,
+                process.interventions,
+                _describe(panel, process),
+                nameable=process.kind not in UNNAMEABLE,
+            )
+        )
+    return tuple(out)
+
+
+def _describe(panel: Panel, process: Process) -> str:
+    if process.edits:
+        e = process.edits[0]
+        where = e.campaign or ACCOUNT
+        more = f" (+{len(process.edits) - 1} more edits)" if len(process.edits) > 1 else ""
+        return (
+            f"{_date(panel, e.day)} {e.hour:02d}h {where} {e.field}: "
+            f"{e.old_value or '-'} -> {e.new_value or '-'}{more}"
+        )
+    onsets = [iv.window.onset for iv in process.interventions]
+    return f"{process.kind} from {_date(panel, min(onsets))}" if onsets else process.kind
 
 
 def _in_history(process: Process, cal: Calendar) -> Process:

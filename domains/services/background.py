@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from causaltrace import Background, Panel, Pulse, Scale, Slice, Window
+from causaltrace import Background, BackgroundChange, Panel, Pulse, Scale, Slice, Window
 from causaltrace_domains.services.changes import scattered_slots
 from causaltrace_domains.services.config import ServicesConfig
 from causaltrace_domains.services.scm import nominal
@@ -95,8 +95,25 @@ def sample_background(panel: Panel, cfg: ServicesConfig, rng: np.random.Generato
         Scale("pool_limit", window=Window(0), factor=pool_factor(rng, cfg)),
     ]
     weights = np.asarray(cfg.blips) / sum(cfg.blips)
-    for _ in range(int(rng.choice(len(weights), p=weights))):
-        interventions.append(blip(n, rng))
+    blips = [blip(n, rng) for _ in range(int(rng.choice(len(weights), p=weights)))]
     count = int(rng.integers(cfg.decoy_changes[0], cfg.decoy_changes[1] + 1))
     slots = scattered_slots(n, count, cfg.recent_share, rng)
-    return Background(tuple(interventions), {"changes": slots, "level": level[: len(REGIONS), 0]})
+    # The level and the pools are the week's setting; each blip is a change of its own that the
+    # label's attribution switches on and off. No cause looks like a blip (not nameable): a
+    # blip may raise a NO_ANOMALY page, never more than a tenth of a signal episode's.
+    changes = tuple(
+        BackgroundChange(
+            f"blip#{i + 1}", f"blip:{iv.node}", (iv,), _describe(panel, iv), nameable=False
+        )
+        for i, iv in enumerate(blips)
+    )
+    return Background(
+        (*interventions, *blips),
+        {"changes": slots, "level": level[: len(REGIONS), 0]},
+        changes,
+    )
+
+
+def _describe(panel: Panel, iv: Scale) -> str:
+    where = iv.where.canonical() or "everywhere"
+    return f"{iv.node} x{float(iv.factor):.2f} on {where} from {panel.time.values[iv.window.onset]}"

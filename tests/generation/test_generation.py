@@ -19,8 +19,9 @@ import causaltrace_domains.ads.conf
 from causaltrace import load_domain
 from causaltrace.core.seeds import episode_seed_sequence, split_key
 from causaltrace.datasets.generation import Job, run
-from causaltrace.datasets.reading import open_episode
+from causaltrace.datasets.reading import dataset_domain, load_labels, open_episode, rebuild_episode
 from causaltrace.datasets.storage import DatasetLayout
+from causaltrace.episodes.change_shares import attribute_changes
 from causaltrace.episodes.composition import assignments
 from causaltrace.errors import CausalTraceError
 
@@ -325,3 +326,34 @@ def test_table_bytes_are_what_pandas_writes():
     buffer = io.BytesIO()
     frame.to_parquet(buffer, engine="pyarrow", compression="zstd", index=False)
     assert table_bytes(frame) == buffer.getvalue()
+
+
+def _leaves(value, path=""):
+    if isinstance(value, dict):
+        return {
+            k: v for key, sub in value.items() for k, v in _leaves(sub, f"{path}/{key}").items()
+        }
+    return {path: value}
+
+
+def test_labels_hold_every_change_that_moved_the_page(one_worker):
+    """With the default verifier every accepted label records each background change's share of
+    each shown alert: none explains 0.10 of one (in the alert's direction), the signal causes
+    make at least half of the paged one with the background counted, and the shares rebuild
+    from the episode's spec alone (a sample of three episodes, every world simulated again)."""
+    labels = load_labels(one_worker)
+    assert labels
+    for episode_id, label in labels.items():
+        record = label["extra"]["change_shares"]
+        for change in record["background"].values():
+            assert max(change["shares"].values(), default=0.0) < 0.10, (episode_id, change)
+        assert max(map(abs, record["residual"].values())) <= 0.05
+        if label["group"] != "no-signal":
+            paged = record["alerts"][0]
+            causes = [label, *label.get("also", [])]
+            assert sum(c["extra"]["alert_shares"][paged] for c in causes) >= 0.5
+    domain = dataset_domain(one_worker)
+    for episode_id in sorted(labels)[:3]:
+        again = attribute_changes(domain, rebuild_episode(one_worker, episode_id)).to_dict()
+        recorded = labels[episode_id]["extra"]["change_shares"]
+        assert _leaves(again) == pytest.approx(_leaves(recorded), abs=1e-12)

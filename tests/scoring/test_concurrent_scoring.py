@@ -111,8 +111,13 @@ def test_one_entry_list_is_the_single_answer():
             "causes[0]: slice 'channel=fax': unknown level 'fax'",
         ),
         (
-            causes(CHECKOUT, ("CHECKOUT_BUG", "region=north")),
-            "causes[1] names CHECKOUT_BUG again (first at causes[0])",
+            causes(CHECKOUT, TRAFFIC, ("CHECKOUT_BUG", "channel=search")),
+            "causes[2] names CHECKOUT_BUG again (first at causes[0]) with the same slice "
+            "'channel=search'",
+        ),
+        (
+            causes(TRAFFIC, ("TRAFFIC_DROP", "channel=search")),
+            "causes[1] names TRAFFIC_DROP again (first at causes[0]); TRAFFIC_DROP takes no slice",
         ),
         (
             {"root_cause": "TRAFFIC_DROP", **causes(CHECKOUT)},
