@@ -203,12 +203,18 @@ class DatasetSettings:
     def from_mapping(cls, data: Mapping[str, Any]) -> DatasetSettings:
         """Settings from a config mapping, checked key by key.
 
+        A ``defaults`` key (Hydra's defaults list, as in a dataset config file read as it is
+        written: a committed split's file selects the verifier it was made with) is composition,
+        not a setting, and is left out; Hydra removes it when it composes the config.
+
         Args:
             data: The ``dataset`` section of a generation config.
 
         Raises:
             CausalTraceError: An unknown or missing key, or a value of the wrong type or range.
         """
+        if isinstance(data, Mapping) and "defaults" in data:
+            data = {k: v for k, v in data.items() if k != "defaults"}
         settings = typed_config(cls, data, "dataset config")
         if settings.difficulty is not None:
             knobs = Difficulty.from_mapping(settings.difficulty).knobs()
