@@ -99,24 +99,49 @@ class Window:
     ``profile``. ``onset`` and ``end`` are indices into the panel's time axis; ``end=None`` runs
     to the end of the panel.
 
+    An intervention may begin part-way through its onset step (an edit made at 16:00 on a
+    daily panel): ``start`` says where, as a fraction of the step, and ``onset_weight`` scales
+    the onset step's weight to the share of the step's activity that falls after ``start``
+    (the caller knows how activity spreads within a step; for activity spread evenly it is
+    ``1 - start``). The onset step then holds the partial step, and a report that splits steps
+    (hours of a day) can rebuild its part before ``start`` from
+    :meth:`causaltrace.model.simulate.World.at_step_start`.
+
     Args:
         onset: The first time step (index) the intervention acts on; 0 by default.
         end: The first time step it no longer acts on; ``None`` (default) runs to the end.
         profile: The weight after onset; :class:`Step` (full effect) by default.
+        start: Where in the onset step it begins, in [0, 1); 0 (the step's start) by default.
+        onset_weight: The onset step's weight as a share of the profile's, in [0, 1]; 1 by
+            default.
 
     Raises:
-        InterventionError: A negative ``onset``, or ``end`` not after ``onset``.
+        InterventionError: A negative ``onset``, ``end`` not after ``onset``, or ``start`` or
+            ``onset_weight`` out of range.
     """
 
     onset: int = 0
     end: int | None = None
     profile: Profile = Step()
+    start: float = 0.0
+    onset_weight: float = 1.0
 
     def __post_init__(self) -> None:
         if self.onset < 0:
             raise InterventionError(f"window onset must be >= 0, got {self.onset}")
         if self.end is not None and self.end <= self.onset:
             raise InterventionError(f"window end {self.end} must be after onset {self.onset}")
+        if not 0.0 <= self.start < 1.0:
+            raise InterventionError(f"window start must be in [0, 1), got {self.start}")
+        if not 0.0 <= self.onset_weight <= 1.0:
+            raise InterventionError(
+                f"window onset_weight must be in [0, 1], got {self.onset_weight}"
+            )
+
+    @property
+    def partial_onset(self) -> bool:
+        """Whether the intervention begins part-way through its onset step."""
+        return self.start > 0.0 or self.onset_weight < 1.0
 
     def weights(self, n_time: int) -> np.ndarray:
         """Weight per time step, shape ``(n_time,)``.
@@ -127,6 +152,8 @@ class Window:
         t = np.arange(n_time, dtype=np.float64)
         since = t - self.onset
         w = np.where(since >= 0, self.profile.weights(np.maximum(since, 0.0)), 0.0)
+        if self.onset_weight < 1.0 and self.onset < n_time:
+            w[self.onset] *= self.onset_weight
         if self.end is not None:
             w[self.end :] = 0.0
         return w

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
 from causaltrace.errors import MechanismError, NoCounterfactualError
-from causaltrace.model.interventions import Intervention
+from causaltrace.model.interventions import IntervenedMechanism, Intervention
 from causaltrace.model.noise import NoiseStreams, NoNoise
 from causaltrace.model.panel import Panel
 
@@ -36,6 +37,11 @@ class World(Mapping[str, np.ndarray]):
     arrays: Mapping[str, np.ndarray] = field(repr=False)
     panel: Panel = field(repr=False)
     interventions: tuple[Intervention, ...] = field(default=(), repr=False, compare=False)
+    # The model and seed that made this world (set by ``simulate`` and ``sample``), so that
+    # :meth:`at_step_start` can recompute a step; None for a world built from given arrays.
+    source: tuple[Any, int | np.random.SeedSequence] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     def __getitem__(self, name: str) -> np.ndarray:
         try:
@@ -48,6 +54,60 @@ class World(Mapping[str, np.ndarray]):
 
     def __len__(self) -> int:
         return len(self.arrays)
+
+    def starting_within(self, step: int) -> tuple[Intervention, ...]:
+        """This world's interventions that begin part-way through ``step`` (their window's
+        onset is ``step`` and it has a partial onset: :attr:`Window.partial_onset`)."""
+        return tuple(
+            iv for iv in self.interventions if iv.window.onset == step and iv.window.partial_onset
+        )
+
+    def as_of(self, step: int, start: float = 0.0) -> World:
+        """This world as it stood at ``start`` (a fraction of the step) into time step
+        ``step``: the interventions that begin part-way through ``step`` at or after ``start``
+        not yet acting on it, everything else as in this world (the same noise, the same
+        earlier steps, every other intervention as it is).
+
+        Its values on ``step`` are that step at its full length as it would have been without
+        those interventions: a report that splits a step (a day into hours) takes its part
+        before ``start`` from it, which then matches, hour for hour, a world that never had
+        those interventions. Only ``step``'s values are meant (later steps see the step
+        without them). Only the descendants of those interventions' nodes are recomputed.
+
+        Args:
+            step: The time step (index).
+            start: Where in the step, in [0, 1); 0 (the step's start) by default.
+
+        Returns:
+            The world as of then; this world itself when no intervention begins part-way
+            through ``step`` at or after ``start``, or when the world does not know its model
+            (``source`` None: a world built from given arrays).
+        """
+        starting = [iv for iv in self.starting_within(step) if iv.window.start >= start]
+        if not starting or self.source is None:
+            return self
+        model, seed = self.source
+        held = {id(iv): replace(iv, window=replace(iv.window, onset_weight=0.0)) for iv in starting}
+        targets = {iv.node for iv in starting}
+        redo = set(targets)
+        for t in targets:
+            redo |= model.descendants(t)
+        streams = NoiseStreams(seed)
+        panel = self.panel
+        values = dict(self.arrays)
+        for name in model.order:
+            if name not in redo:
+                continue
+            node = _rewrapped(model.nodes[name], held)
+            spec = node.noise
+            noise = (
+                None if type(spec) is NoNoise else spec.draw(streams.generator(name), panel.shape)
+            )
+            if noise is not None:
+                noise.setflags(write=False)
+            values[name] = evaluate_node(node, values, noise, panel, panel.shape)
+        interventions = tuple(held.get(id(iv), iv) for iv in self.interventions)
+        return World(values, panel, interventions, self.source)
 
 
 @dataclass(frozen=True)
@@ -119,7 +179,7 @@ def sample(scm, seed: int | np.random.SeedSequence) -> World:
         # re-keying for deterministic nodes draws exactly the same numbers.
         noise = None if type(spec) is NoNoise else spec.draw(generator(name), shape)
         values[name] = evaluate_node(node, values, noise, panel, shape)
-    return World(values, panel, _applied(scm))
+    return World(values, panel, _applied(scm), (scm, seed))
 
 
 def simulate(
@@ -185,11 +245,26 @@ def simulate(
             applied + interventions,
         )
     return Worlds(
-        World(factual, panel, applied + interventions),
-        World(counterfactual, panel, applied) if want_counterfactual else None,
+        World(factual, panel, applied + interventions, (intervened, seed)),
+        World(counterfactual, panel, applied, (scm, seed)) if want_counterfactual else None,
         interventions,
         affected,
     )
+
+
+def _rewrapped(node, held: Mapping[int, Intervention]):
+    """``node`` with each intervention of its mechanism chain that ``held`` names (by identity)
+    replaced by its held version; the node itself when none is."""
+    chain = []
+    mechanism = node.mechanism
+    while isinstance(mechanism, IntervenedMechanism):
+        chain.append(mechanism.intervention)
+        mechanism = mechanism.base
+    if not any(id(iv) in held for iv in chain):
+        return node
+    for iv in reversed(chain):
+        mechanism = IntervenedMechanism(mechanism, held.get(id(iv), iv))
+    return replace(node, mechanism=mechanism)
 
 
 def _applied(scm) -> tuple[Intervention, ...]:

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from causaltrace import AlertReading, Panel
-from causaltrace_domains.ads.alert import KPIS, LAGGED
+from causaltrace_domains.ads.alert import KPIS, LAGGED, baseline_keep
 from causaltrace_domains.ads.mechanisms import AD_GROUP, CAMPAIGN_SEGMENT
 
 # The cells a cause acting on a slice can move: the groups (on these dimensions) its cells lie in.
@@ -39,7 +39,9 @@ MIN_CONTROL = 0.05  # a rest of the scope under this share of its volume is no c
 
 class AlertAttribution:
     """Shares of the prompt's ``alerts`` that hypotheses account for, on one episode's daily
-    report (``daily``: column -> (n_cells, n_days) sums of the leaf rows)."""
+    report (``daily``: column -> (n_cells, n_days) sums of the leaf rows). ``excluded_days``
+    are the baseline days the monitor leaves out: one mask for every scope, or one per alert
+    scope (a disclosed baseline also leaves out each scope's days without delivery)."""
 
     def __init__(
         self,
@@ -47,7 +49,7 @@ class AlertAttribution:
         daily: Mapping[str, np.ndarray],
         alerts: Sequence[AlertReading],
         maturity: np.ndarray,
-        excluded_days: np.ndarray,
+        excluded_days: np.ndarray | Mapping[str, np.ndarray],
         window: int,
         weeks: int,
     ):
@@ -60,12 +62,19 @@ class AlertAttribution:
         }
         # The alert's linear read-out: current = sum of the last ``window`` days; baseline =
         # per weekday position, the mean over the kept baseline weeks (monitor_readings).
-        base_idx = np.arange(n - window * (weeks + 1), n - window).reshape(weeks, window)
-        keep = ~excluded_days[base_idx]
-        keep[:, ~keep.any(axis=0)] = True
-        weights = np.zeros(n)
-        np.add.at(weights, base_idx.reshape(-1), (keep / keep.sum(axis=0)).reshape(-1))
-        self.readout = np.stack([np.r_[np.zeros(n - window), np.ones(window)], weights])
+        current = np.r_[np.zeros(n - window), np.ones(window)]
+
+        def readout(excluded: np.ndarray) -> np.ndarray:
+            base_idx, keep = baseline_keep(excluded, window, weeks)
+            weights = np.zeros(n)
+            np.add.at(weights, base_idx.reshape(-1), (keep / keep.sum(axis=0)).reshape(-1))
+            return np.stack([current, weights])
+
+        if isinstance(excluded_days, Mapping):
+            self.readouts = {a.scope: readout(excluded_days[a.scope]) for a in self.alerts}
+        else:
+            shared = readout(excluded_days)
+            self.readouts = {a.scope: shared for a in self.alerts}
         campaigns = panel.labels("campaign")
         self.scopes = {
             a.scope: (
@@ -76,10 +85,11 @@ class AlertAttribution:
             for a in self.alerts
         }
 
-    def _totals(self, cells: np.ndarray, column: str) -> np.ndarray:
-        """(current, baseline) of ``column`` summed over ``cells``."""
+    def _totals(self, cells: np.ndarray, column: str, scope: str) -> np.ndarray:
+        """(current, baseline) of ``column`` summed over ``cells``, as the monitor reads the
+        alert scope ``scope``."""
         series = cells.astype(np.float64) @ self.daily[column]
-        return self.readout @ series
+        return self.readouts[scope] @ series
 
     def region(self, cause: str, cells: np.ndarray) -> np.ndarray:
         """The cells ``cause`` acting on ``cells`` can move."""
@@ -100,13 +110,15 @@ class AlertAttribution:
         known = [s for s in shares if s is not None]
         return max(known) if known else None
 
-    def _growth(self, column: str, region: np.ndarray, scope: np.ndarray) -> float | None:
+    def _growth(
+        self, column: str, region: np.ndarray, scope: np.ndarray, name: str
+    ) -> float | None:
         """How ``column`` moved, current over baseline, in the control: the rest of the scope,
         or where that is too small the rest of the account (None: neither is a control)."""
         for control in (scope & ~region, ~region):
             (q_cur, q_base), (_, r_base) = (
-                self._totals(control, column),
-                self._totals(region & scope, column),
+                self._totals(control, column, name),
+                self._totals(region & scope, column, name),
             )
             if q_base > 0 and q_base > MIN_CONTROL * (q_base + r_base):
                 return q_cur / q_base
@@ -122,10 +134,10 @@ class AlertAttribution:
         factual, counterfactual, baseline = {}, {}, {}
         for column in columns:
             (r_cur, r_base), (q_cur, q_base) = (
-                self._totals(inside, column),
-                self._totals(rest, column),
+                self._totals(inside, column, alert.scope),
+                self._totals(rest, column, alert.scope),
             )
-            growth = self._growth(column, region, scope)
+            growth = self._growth(column, region, scope, alert.scope)
             if growth is None:
                 return None
             factual[column] = r_cur + q_cur

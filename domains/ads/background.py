@@ -39,6 +39,7 @@ from causaltrace import (
 from causaltrace.core.config import typed_overrides
 from causaltrace.errors import CausalTraceError
 from causaltrace_domains.ads.account_state import AccountState, StatePrior, sample_state
+from causaltrace_domains.ads.causes import EditTiming, timing_of
 from causaltrace_domains.ads.config import US, AdsConfig, CampaignSpec
 from causaltrace_domains.ads.records import Calendar, Edit, Process
 from causaltrace_domains.ads.twins import (
@@ -577,9 +578,20 @@ AD_TEXT = (
 
 
 def _effectful_decoy(
-    p: DecoyPrior, acc: Account, cal: Calendar, state: AccountState, rng
+    p: DecoyPrior,
+    acc: Account,
+    cal: Calendar,
+    state: AccountState,
+    rng,
+    timing: EditTiming | None = None,
 ) -> Process:
+    """A budget raise or a small bid adjustment, acting from its day (from its hour with
+    ``timing``: ``edit_timing="hour"``)."""
     day, hour = int(rng.integers(cal.first_logged, cal.n_time)), int(rng.integers(7, 20))
+
+    def window(where: Slice) -> Window:
+        return Window(day) if timing is None else timing.window(Window(day), where, hour)
+
     unlimited = [c for c in acc.campaigns if state.headroom[c.name] >= p.unlimited_headroom]
     adjustable = [c for c in acc.campaigns if c.takes_bid_adjustments]
     available = {"budget_raise": unlimited, "bid_adjustment": adjustable}
@@ -589,9 +601,8 @@ def _effectful_decoy(
     campaign = _pick(rng, acc.names(available[kind]))
     if kind == "budget_raise":  # a raise on a campaign that is not limited: does not bind
         factor = _uniform(rng, p.budget_raise)
-        iv = Scale(
-            "budget_change", where=Slice.of(campaign=campaign), window=Window(day), factor=factor
-        )
+        where = Slice.of(campaign=campaign)
+        iv = Scale("budget_change", where=where, window=window(where), factor=factor)
         edit = Edit(
             day, hour, campaign, "budget", "campaign", "daily_budget", "", "", factor=factor
         )
@@ -600,7 +611,7 @@ def _effectful_decoy(
     level = _pick(rng, tuple(v for v in acc.levels(campaign, dim) if v != "ctv"))
     pct = _integer(rng, p.bid_adjustment_pct) * (1 if rng.random() < 0.5 else -1)
     where = Slice.of(campaign=campaign, **{dim: level})
-    iv = Scale("bid_modifier", where=where, window=Window(day), factor=1 + pct / 100)
+    iv = Scale("bid_modifier", where=where, window=window(where), factor=1 + pct / 100)
     edit = Edit(
         day, hour, campaign, "bid_modifier", f"{dim}={level}", "bid_adjustment", "+0%", f"{pct:+d}%"
     )
@@ -700,8 +711,9 @@ def sample_background(
         twins = tuple(_in_history(t, cal) for t in sample_twins(context, prior.twins, rng))
         for twin in twins:  # the room a twin budget cut needs is the account's from day 0
             state = state.with_headroom(twin.details.get("headroom", {}))
+    timing = timing_of(config, panel)  # edit_timing="hour": decoy edits act from their hour
     decoys = [
-        _in_history(_effectful_decoy(prior.decoys, acc, cal, state, rng), cal)
+        _in_history(_effectful_decoy(prior.decoys, acc, cal, state, rng, timing), cal)
         for _ in range(_integer(rng, prior.decoys.effectful))
     ]
     logged = tuple(e for p in (*processes, *twins, *decoys) for e in p.edits)

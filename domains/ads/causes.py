@@ -8,6 +8,7 @@ profile, the channels its signal enters through, and the causes it is most easil
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -26,7 +27,13 @@ from causaltrace import (
     Window,
 )
 from causaltrace_domains.ads import mechanisms as m
-from causaltrace_domains.ads.config import AdsConfig, CampaignSpec
+from causaltrace_domains.ads import segments as seg
+from causaltrace_domains.ads.config import (
+    FREQUENCY_KINDS,
+    FREQUENCY_PLACEMENTS,
+    AdsConfig,
+    CampaignSpec,
+)
 
 CAMPAIGN_WIDE = "campaign-wide"
 SEGMENT_MIX = "segment-mix"
@@ -159,17 +166,83 @@ def account_change(cause: str) -> str | None:
     return CAUSES[cause].extra.get("account_change")
 
 
+EDIT_HOURS = (7, 20)  # an edit's hour: integers(7, 20), working hours (as the change history)
+
+
+def edit_hour(rng: np.random.Generator) -> int:
+    """The hour of day an account edit is made."""
+    return int(rng.integers(*EDIT_HOURS))
+
+
+@dataclass(frozen=True, eq=False)
+class EditTiming:
+    """When in its day an account edit takes effect (``AdsConfig.edit_timing="hour"``).
+
+    An edit acts from the hour of its change-history timestamp: its window starts ``hour / 24``
+    into the edit day, and the day's weight is the share of the edited cells' traffic that
+    falls after that hour, by the devices' hourly profiles that perf_hourly splits days with
+    (each cell weighted by its typical volume). So the daily tables show the partial day and
+    the hours before the edit are as they were (``render.perf_hourly``)."""
+
+    panel: Panel
+    volume: np.ndarray  # (n_cells,) each cell's typical auctions (relative)
+    profiles: np.ndarray  # (n_cells, 24) the hourly shares of each cell's device
+
+    @classmethod
+    def of(cls, config: AdsConfig, panel: Panel) -> EditTiming:
+        specs = {c.name: c.volume for c in config.campaigns}
+        volume = seg.multiplier(panel, seg.VOLUME) * seg.by_campaign(panel, specs)
+        volume = np.broadcast_to(volume, (panel.n_cells, 1))[:, 0]
+        return cls(panel, volume, m.hour_profiles(panel.labels("device")))
+
+    def share_after(self, where: Slice, hour: float) -> float:
+        """The share of the traffic of the cells in ``where`` that falls after ``hour``."""
+        mask = where.mask(self.panel)
+        if not mask.any():
+            return 1.0
+        after = 1.0 - m.cumulative_share(self.profiles[mask], np.full(mask.sum(), float(hour)))
+        weight = self.volume[mask]
+        return float(np.clip((after * weight).sum() / weight.sum(), 0.0, 1.0))
+
+    def window(self, window: Window, where: Slice, hour: int | None) -> Window:
+        """``window`` starting at ``hour`` of its onset day (``window`` itself for no hour)."""
+        if hour is None:
+            return window
+        return replace(window, start=hour / 24.0, onset_weight=self.share_after(where, hour))
+
+
+def timing_of(config: AdsConfig, panel: Panel | None) -> EditTiming | None:
+    """The account's edit timing when edits act from their hour, else None (from midnight)."""
+    if config.edit_timing != "hour" or panel is None:
+        return None
+    return EditTiming.of(config, panel)
+
+
+def _with_hour(extras):
+    """A prior's ``extras`` plus the edit's hour, drawn from a child of the draw's stream (a
+    spawned child: the parent's own draws, and so every other draw, stay as they were)."""
+
+    def draw(rng: np.random.Generator, panel: Panel, where: Slice) -> dict:
+        out = {} if extras is None else dict(extras(rng, panel, where))
+        out["hour"] = edit_hour(rng.spawn(1)[0])
+        return out
+
+    return draw
+
+
 ONE_D_AND_TWO_D = (1.0, 1.0)  # equal prior weight on 1D and 2D slices
 
 
-def _scale(node: str, direction: float):
-    """Builder: scale ``node`` on the slice by 1 + direction x strength."""
+def _scale(node: str, direction: float, timing: EditTiming | None = None):
+    """Builder: scale ``node`` on the slice by 1 + direction x strength (an edit's: from the
+    hour in the draw's extras, with ``timing``)."""
 
     def build(draw: InterventionDraw):
+        window = draw.window
+        if timing is not None:
+            window = timing.window(window, draw.slice, draw.extras.get("hour"))
         return [
-            Scale(
-                node, where=draw.slice, window=draw.window, factor=1.0 + direction * draw.strength
-            )
+            Scale(node, where=draw.slice, window=window, factor=1.0 + direction * draw.strength)
         ]
 
     return build
@@ -182,28 +255,45 @@ LEARNING_HALF_LIFE = 3.0
 
 
 def budget_interventions(
-    campaigns, factor: float, window: Window, specs: Mapping[str, CampaignSpec]
+    campaigns,
+    factor: float,
+    window: Window,
+    specs: Mapping[str, CampaignSpec],
+    timing: EditTiming | None = None,
+    hour: int | None = None,
 ) -> list[Scale]:
     """A budget edit to ``factor`` x the budget on each of ``campaigns`` from ``window``'s
     onset, and the learning period it starts on smart-bidding campaigns when it is large (so a
-    cut on a smart campaign also moves its CPC and CVR for a while, whether or not it binds)."""
+    cut on a smart campaign also moves its CPC and CVR for a while, whether or not it binds).
+    With ``timing`` and an ``hour``, each campaign's edit acts from that hour (its own traffic
+    share after it weighs the edit day)."""
     out = []
     change = abs(1.0 - factor)
     for name in campaigns:
         where = Slice.of(campaign=name)
-        out.append(Scale("budget_change", where=where, window=window, factor=factor))
+        own = window if timing is None else timing.window(window, where, hour)
+        out.append(Scale("budget_change", where=where, window=own, factor=factor))
         if specs[name].smart_bidding and change >= LEARNING_EDIT:
-            learning = Window(window.onset, window.onset + LEARNING_DAYS, Decay(LEARNING_HALF_LIFE))
+            learning = Window(
+                window.onset,
+                window.onset + LEARNING_DAYS,
+                Decay(LEARNING_HALF_LIFE),
+                start=own.start,
+                onset_weight=own.onset_weight,
+            )
             out.append(Scale("expected_cpc", where=where, window=learning, factor=1 + 0.4 * change))
             out.append(Scale("cvr", where=where, window=learning, factor=1 - 0.2 * change))
     return out
 
 
-def _budget_cut(specs: Mapping[str, CampaignSpec]):
+def _budget_cut(specs: Mapping[str, CampaignSpec], timing: EditTiming | None = None):
     def build(draw: InterventionDraw):
         # A draw made by hand, without the prior's extras, cuts every campaign (account-wide).
         campaigns = draw.extras.get("campaigns") or tuple(specs)
-        return budget_interventions(campaigns, 1.0 - draw.strength, draw.window, specs)
+        hour = draw.extras.get("hour")
+        return budget_interventions(
+            campaigns, 1.0 - draw.strength, draw.window, specs, timing, hour
+        )
 
     return build
 
@@ -217,12 +307,58 @@ def budget_campaigns(rng: np.random.Generator, panel: Panel, where: Slice) -> di
     return {"campaigns": [names[i] for i in chosen]}
 
 
-def _fatigue(healthy: m.ClickThroughRate):
-    def build(draw: InterventionDraw):
-        fatigued = m.FatiguedCtr(healthy, onset=draw.window.onset, decay=draw.strength)
-        return [Replace("ctr", where=draw.slice, window=draw.window, mechanism=fatigued)]
+FREQUENCY_BUILD_DAYS = 7  # fatigue="frequency": the audience saturates over a week
 
-    return build
+
+def _fatigue(
+    healthy: m.ClickThroughRate, config: AdsConfig | None = None, panel: Panel | None = None
+):
+    """CREATIVE_FATIGUE's builder.
+
+    ``fatigue="cumulative"`` (the committed splits): CTR decays with the impressions served
+    since onset, on any creative. ``fatigue="frequency"``: fatigue is what the platforms
+    describe, a frequency effect (display, video, social, remarketing; a search ad shown once
+    per query does not wear out so), so the cause acts where frequency can build: on the
+    display and video cells of the slice (the prior draws only creatives of display and
+    Performance Max campaigns), the creative's fresh audience shrinks to 1 / (1 + strength)
+    over ``FREQUENCY_BUILD_DAYS`` (frequency climbs over days), and CTR falls with the
+    frequency's rise (:class:`~causaltrace_domains.ads.mechanisms.FrequencyFatiguedCtr`). Of
+    the two rules the issue allows (decay driven by frequency, or fatigue only where frequency
+    builds) this is both: decay without a frequency rise is what the analyst could not tell
+    from a CTR drop on search, and a frequency rise on search has no inventory to come from."""
+    if config is None or config.fatigue != "frequency" or panel is None:
+
+        def build(draw: InterventionDraw):
+            fatigued = m.FatiguedCtr(healthy, onset=draw.window.onset, decay=draw.strength)
+            return [Replace("ctr", where=draw.slice, window=draw.window, mechanism=fatigued)]
+
+        return build
+    universe = seg.by_campaign(panel, {c.name: c.audience_universe for c in config.campaigns})
+    inventory = np.isin(panel.labels("placement"), FREQUENCY_PLACEMENTS)[:, None]
+    fatigued = m.FrequencyFatiguedCtr(healthy, np.broadcast_to(universe, (panel.n_cells, 1)))
+
+    def build_frequency(draw: InterventionDraw):
+        factor = np.where(inventory, 1.0 / (1.0 + draw.strength), 1.0)
+        saturating = Window(draw.window.onset, profile=Ramp(FREQUENCY_BUILD_DAYS))
+        return [
+            Scale("audience_size", where=draw.slice, window=saturating, factor=factor),
+            Replace(
+                "ctr",
+                where=draw.slice,
+                window=draw.window,
+                mechanism=fatigued,
+                parents=("audience_size",),
+            ),
+        ]
+
+    return build_frequency
+
+
+def frequency_creatives(config: AdsConfig) -> tuple[str, ...]:
+    """The creatives of campaigns where frequency can build (display, Performance Max)."""
+    return tuple(
+        creative for c in config.campaigns if c.kind in FREQUENCY_KINDS for creative in c.creatives
+    )
 
 
 def _nothing(draw: InterventionDraw):
@@ -244,19 +380,30 @@ def bid_adjustable_levels(config: AdsConfig) -> dict[str, tuple[str, ...]]:
 
 
 def intervention_points(
-    config: AdsConfig, healthy_ctr: m.ClickThroughRate
+    config: AdsConfig, healthy_ctr: m.ClickThroughRate, panel: Panel | None = None
 ) -> list[InterventionPoint]:
-    """The 12 intervention points, with priors over slice, strength, onset and profile."""
+    """The 12 intervention points, with priors over slice, strength, onset and profile.
+
+    ``panel`` (the SCM's) is needed by ``edit_timing="hour"`` (each edit's traffic share after
+    its hour) and ``fatigue="frequency"``; without it both act as their defaults."""
     onset, geos = config.onset_window, config.geos
     specs = {c.name: c for c in config.campaigns}
     adjustable = bid_adjustable_levels(config)
     step_or_ramp = (Step(), Ramp(3))
+    timing = timing_of(config, panel)
+    # With edit timing, an edit's hour is part of its draw (drawn before the worlds are).
+    timed = _with_hour if timing is not None else (lambda extras: extras)
+    fatigue_creatives = (
+        {"creative": frequency_creatives(config)}
+        if config.fatigue == "frequency" and panel is not None
+        else {}
+    )
     priors: dict[str, tuple] = {
         "BUDGET_CAP": (
             # A cut of 15% can bind (a campaign already near its budget) and one of 80% may
             # not (a campaign that never spent near it): the edit's size does not decide.
-            _budget_cut(specs),
-            InterventionPrior(strength=(0.15, 0.8), onset=onset, extras=budget_campaigns),
+            _budget_cut(specs, timing),
+            InterventionPrior(strength=(0.15, 0.8), onset=onset, extras=timed(budget_campaigns)),
         ),
         "COMPETITIVE_PRESSURE": (
             _scale("competition_index", +1.0),
@@ -267,7 +414,7 @@ def intervention_points(
             InterventionPrior(strength=(0.2, 0.45), onset=onset, profiles=step_or_ramp),
         ),
         "TARGETING_EXPANSION": (
-            _scale("targeting_eligibility", +1.0),
+            _scale("targeting_eligibility", +1.0, timing),
             InterventionPrior(
                 slice_dims=(("audience",), ("geo",), ("audience", "geo")),
                 slice_dim_weights=(0.35, 0.25, 0.4),
@@ -279,6 +426,7 @@ def intervention_points(
                 },
                 strength=(1.5, 4.0),
                 onset=onset,
+                extras=timed(None),
             ),
         ),
         "PLACEMENT_SHIFT": (
@@ -292,7 +440,7 @@ def intervention_points(
             ),
         ),
         "BID_MODIFIER_CHANGE": (
-            _scale("bid_modifier", +1.0),
+            _scale("bid_modifier", +1.0, timing),
             InterventionPrior(
                 # Adjustments are set per campaign: on one campaign's segment (2D, with the
                 # campaign), or written on every campaign serving a segment (1D; it acts on the
@@ -309,14 +457,15 @@ def intervention_points(
                 allowed_levels=adjustable,
                 strength=(0.8, 2.0),
                 onset=onset,
+                extras=timed(None),
             ),
         ),
         "CREATIVE_FATIGUE": (
-            _fatigue(healthy_ctr),
+            _fatigue(healthy_ctr, config, panel),
             InterventionPrior(
                 slice_dims=(("creative",), ("creative", "audience"), ("creative", "device")),
                 slice_dim_weights=(0.5, 0.25, 0.25),
-                allowed_levels={"device": ("mobile", "desktop")},
+                allowed_levels={"device": ("mobile", "desktop"), **fatigue_creatives},
                 strength=(1.0, 3.0),
                 onset=onset,
             ),

@@ -58,12 +58,15 @@ def change_history(
     background: Background,
     cause: list[Edit],
     rng: np.random.Generator,
+    budget_after: np.ndarray | None = None,
 ) -> pd.DataFrame:
     """Exactly ``total_edits`` edits, newest first.
 
-    Budget values are read from the world (the day before and the day of the edit); a
-    target-CPA edit's old value is the campaign's CPA over the 14 days before it and its new
-    value that times the edit's ratio. One draw from ``rng`` per row (the minute).
+    Budget values are read from the world (the day before and the day of the edit, or
+    ``budget_after``'s value of the edit day where given: the budget a day ends with when its
+    own value is a partial day's); a target-CPA edit's old value is the campaign's CPA over
+    the 14 days before it and its new value that times the edit's ratio. One draw from ``rng``
+    per row (the minute).
     """
     notes = background.notes
     fill = notes["total_edits"] - len(cause) - len(notes["effectful"])
@@ -74,7 +77,10 @@ def change_history(
         pd.Timestamp(dates[e.day]) + pd.Timedelta(hours=e.hour, minutes=int(rng.integers(0, 60)))
         for e in edits
     ]
-    budgets = _budget_values(edits, stamps, world["daily_budget"], campaigns)
+    budget = world["daily_budget"]
+    budgets = _budget_values(
+        edits, stamps, budget, campaigns, budget if budget_after is None else budget_after
+    )
     rows = []
     for i, (edit, drawn_user) in enumerate(zip(edits, notes["users"])):
         old, new = budgets.get(i, (edit.old_value, edit.new_value))
@@ -98,7 +104,9 @@ def change_history(
     return frame.sort_values("change_time", ascending=False, kind="stable").reset_index(drop=True)
 
 
-def _budget_values(edits, stamps, budget: np.ndarray, campaigns: np.ndarray) -> dict:
+def _budget_values(
+    edits, stamps, budget: np.ndarray, campaigns: np.ndarray, after_day: np.ndarray
+) -> dict:
     """Old and new value of every budget edit, read from the world's daily budget (the day
     before and the day of the edit). Several edits of one campaign on one day chain in time
     order: each starts where the one before ended (its own ``factor`` applied, rounded to 10
@@ -115,7 +123,7 @@ def _budget_values(edits, stamps, budget: np.ndarray, campaigns: np.ndarray) -> 
         ordered = sorted(indices, key=lambda i: stamps[i])
         for k, i in enumerate(ordered):
             if k == len(ordered) - 1:
-                after = float(budget[cell, day])
+                after = float(after_day[cell, day])
             else:
                 factor = edits[i].factor if edits[i].factor is not None else 1.0
                 after = max(round(value * factor / 10.0) * 10.0, 10.0)

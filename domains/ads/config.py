@@ -225,6 +225,15 @@ SMALL_CAMPAIGNS: tuple[CampaignSpec, ...] = (
 )
 
 
+EDIT_TIMINGS = ("day", "hour")  # AdsConfig.edit_timing
+FATIGUE_MODELS = ("cumulative", "frequency")  # AdsConfig.fatigue
+# Campaign kinds whose creatives can fatigue with frequency (fatigue="frequency"): display
+# and Performance Max (display and video inventory shows one ad to the same people again);
+# a search ad is shown once per query.
+FREQUENCY_KINDS = ("display", "performance_max")
+FREQUENCY_PLACEMENTS = ("display", "video")
+
+
 @dataclass(frozen=True)
 class AdsConfig:
     """The ads account and simulation settings (see ``domains/ads/conf/domain/ads*.yaml``)."""
@@ -243,6 +252,23 @@ class AdsConfig:
     bot_click_rate: float = 0.0004
     invalid_filter_rate: float = 0.65
     overdelivery: float = 1.2  # spend may exceed the daily budget by this factor on a day
+    # --- Budget rules (issue 39; helper-3's block) -------------------------------------------
+    # With ``budget_rules`` pacing keeps to the platform's rules against the daily budget
+    # (mechanisms.BudgetRules): a campaign is throttled once a day's demand reaches
+    # ``budget_pacing_onset`` x its budget and then serves at most 1 - ``budget_min_throttle``
+    # of that demand (so a campaign held by its budget always loses impression share to it);
+    # a throttled day spends the budget times the day's demand over the week's (busy days
+    # more, quiet days less), never more than ``budget_day_cap`` x the budget on a day nor
+    # more than the budgets over any ``budget_month_days`` window. The pacing aims
+    # ``budget_margin`` under the month's limit and 4x that under the day's (billed clicks
+    # scatter around the expected spend). Off (the default, and every committed manifest,
+    # which does not record the key): the fixed ``overdelivery`` pacing of before.
+    budget_rules: bool = False
+    budget_pacing_onset: float = 0.9
+    budget_min_throttle: float = 0.05
+    budget_day_cap: float = 2.0
+    budget_month_days: tuple[int, int] = (28, 31)
+    budget_margin: float = 0.03
     weekly_amplitude: float = 0.24
     trend_per_week: float = 0.01
     holidays: tuple[str, ...] = ("2026-02-14",)
@@ -279,11 +305,47 @@ class AdsConfig:
     onset_window: tuple[int, int] = (-14, -4)
     alert_window_days: int = 7
     baseline_weeks: int = 4
+    # The monitor's baseline also leaves out each scope's days without delivery (a billing
+    # suspension, a paused campaign, an outage), reads the conversion-delay curve as the
+    # conversion_lag_curve table prints it, and every alert line names the days it left out
+    # and why, so its numbers can be reproduced from the prompt and the tables. Off: the
+    # monitor and prompt of the committed splits (their manifests do not record this key).
+    alert_baseline_disclosed: bool = False
     decoy_edits: tuple[int, int] = (4, 10)
+    # -- Edit timing and creative fatigue (issue 39, physics). The committed splits' manifests
+    # do not record these keys: their defaults are what those splits were generated with.
+    # ``edit_timing``: "day" (an account edit acts from midnight of its day, hours before its
+    # change-history timestamp) or "hour" (it acts from the hour the change history shows:
+    # the edit day's daily values hold the partial day, weighted by the share of the day's
+    # traffic after the edit, and perf_hourly shows the hours before it as they were). Applies
+    # to the causes that log an edit (BUDGET_CAP, BID_MODIFIER_CHANGE, TARGETING_EXPANSION),
+    # their twins and the effectful decoy edits.
+    edit_timing: str = "day"
+    # ``fatigue``: "cumulative" (CREATIVE_FATIGUE decays a creative's CTR with the impressions
+    # it served since onset, on any creative) or "frequency" (it is drawn only on creatives of
+    # campaigns where frequency can build, and acts on their display and video traffic: the
+    # creative's audience stops renewing, so its frequency, impressions per reached user as
+    # reach_frequency_daily reports it, climbs over days, and its CTR decays with that rise;
+    # see ``causes._fatigue`` for why).
+    fatigue: str = "cumulative"
     # Overrides of the background prior (domains/ads/background.py, BackgroundPrior): how many
     # concurrent processes and decoys an episode has and how often one touches the alert window.
     background: Mapping[str, Any] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def unthrottled_spend(self) -> float:
+        """The most a campaign spends in a day, as a multiple of its budget, before pacing
+        throttles it: ``budget_pacing_onset`` under the budget rules, else ``overdelivery``
+        (what a budget edit that must not bind leaves room for)."""
+        return self.budget_pacing_onset if self.budget_rules else self.overdelivery
+
+    def __post_init__(self) -> None:
+        for key, allowed in (("edit_timing", EDIT_TIMINGS), ("fatigue", FATIGUE_MODELS)):
+            if getattr(self, key) not in allowed:
+                raise CausalTraceError(
+                    f"ads domain: {key} must be one of {list(allowed)}, got {getattr(self, key)!r}"
+                )
 
     @property
     def geos(self) -> tuple[str, ...]:

@@ -13,12 +13,15 @@ from causaltrace_domains.ads import render
 from causaltrace_domains.ads.alert import (
     KPIS,
     alert_text,
+    left_out_text,
     monitor_readings,
+    scope_excluded,
+    scope_totals,
     shown_alert,
     task_prompt,
 )
 from causaltrace_domains.ads.attribution import AlertAttribution
-from causaltrace_domains.ads.causes import account_change, intervention_points
+from causaltrace_domains.ads.causes import account_change, edit_hour, intervention_points
 from causaltrace_domains.ads.changes import change_history, draw_edits, sample_background
 from causaltrace_domains.ads.config import AdsConfig
 from causaltrace_domains.ads.dictionary import DATA_DICTIONARY
@@ -64,7 +67,7 @@ class AdsDomain(Domain):
         panel = build_panel(cfg)
         nodes = build_nodes(cfg, panel)
         healthy_ctr = next(n.mechanism for n in nodes if n.name == "ctr")
-        points = intervention_points(cfg, healthy_ctr)
+        points = intervention_points(cfg, healthy_ctr, panel)
         return SCM(nodes, panel, points, name="ads")
 
     def background(
@@ -90,8 +93,11 @@ class AdsDomain(Domain):
         edits = []
         specs = {c.name: c for c in cfg.campaigns}
         for each in (draw, *also):  # a concurrent episode's causes each log their own edit
-            hour = int(streams["cause"].integers(7, 20))
-            edits += draw_edits(account_change(each.point), each, panel, specs, hour)
+            # An edit that acts from its hour (edit_timing="hour") drew it with the cause.
+            hour = each.extras.get("hour")
+            if hour is None:
+                hour = edit_hour(streams["cause"])
+            edits += draw_edits(account_change(each.point), each, panel, specs, int(hour))
         shares = render.impression_share_daily(panel, world)
         tables = {
             "perf_daily": render.perf_daily(panel, world),
@@ -102,7 +108,9 @@ class AdsDomain(Domain):
             ),
             "reach_frequency_daily": render.reach_frequency_daily(panel, world, cfg),
             "site_analytics_daily": render.site_analytics_daily(panel, world),
-            "change_history": change_history(panel, world, background, edits, streams["changes"]),
+            "change_history": change_history(
+                panel, world, background, edits, streams["changes"], self._budget_after(world)
+            ),
             "campaigns": campaigns_table(panel, world, cfg),
             "creatives": creatives_table(panel, world, cfg, streams["creatives"]),
             "conversion_lag_curve": render.conversion_lag_curve(cfg),
@@ -113,6 +121,15 @@ class AdsDomain(Domain):
         )
         return tables
 
+    def _budget_after(self, world: World) -> np.ndarray | None:
+        """The budget each day ends with, where edits act from their hour (the edit day's own
+        value holds the part of the day before the edit): the next day's, the last day's own;
+        None (the day's value) otherwise."""
+        if self.settings.edit_timing != "hour":
+            return None
+        budget = world["daily_budget"]
+        return np.concatenate([budget[:, 1:], budget[:, -1:]], axis=1)
+
     def data_dictionary(self) -> dict[str, dict[str, str]]:
         return DATA_DICTIONARY
 
@@ -121,25 +138,39 @@ class AdsDomain(Domain):
         readings = self.alert_readings(tables)
         alerts = self.shown_alerts(readings) or [shown_alert(readings)]
         dates = [str(d) for d in self.scm.panel.time.values.astype("datetime64[D]")]
-        text = [alert_text(a, dates, cfg.alert_window_days, cfg.baseline_weeks) for a in alerts]
+        window, weeks = cfg.alert_window_days, cfg.baseline_weeks
+        left_out = [None] * len(alerts)
+        if cfg.alert_baseline_disclosed:
+            _, season = self._monitor_calendar()
+            totals = scope_totals(tables["perf_daily"])
+            left_out = [
+                left_out_text(totals[a.scope]["clicks"], season, dates, window, weeks)
+                for a in alerts
+            ]
+        text = [alert_text(a, dates, window, weeks, w) for a, w in zip(alerts, left_out)]
         dims = {d.name: d.levels for d in self.scm.panel.dimensions}
         return task_prompt(
             text,
             {name: len(t) for name, t in tables.items()},
             dims,
             cfg.currency,
-            cfg.alert_window_days,
-            cfg.baseline_weeks,
+            window,
+            weeks,
             concurrent=self.concurrent,
+            disclosed_until=dates[-1] if cfg.alert_baseline_disclosed else None,
         )
 
     def _monitor_calendar(self) -> tuple[np.ndarray, np.ndarray]:
         """The conversion-delay curve (share reported by age in days) and the days the
-        monitor's calendar leaves out (the holiday season: the ramp, the day and the next)."""
+        monitor's calendar leaves out (the holiday season: the ramp, the day and the next).
+        With the baseline disclosed the curve is the conversion_lag_curve table as the agent
+        reads it (rounded, its last row for older days), so the alert can be recomputed."""
         cfg = self.settings
         days = self.scm.panel.time.values.astype("datetime64[D]")
         demand, _ = holiday_season(days, cfg)
         season = (demand != 1.0) | np.roll(demand != 1.0, 1)
+        if cfg.alert_baseline_disclosed:
+            return render.conversion_lag_curve(cfg)["share_reported"].to_numpy(), season
         return reported_share(np.arange(400), cfg), season
 
     def shown_alerts(self, readings) -> list:
@@ -151,7 +182,12 @@ class AdsDomain(Domain):
         cfg = self.settings
         curve, season = self._monitor_calendar()
         return monitor_readings(
-            tables["perf_daily"], curve, season, cfg.alert_window_days, cfg.baseline_weeks
+            tables["perf_daily"],
+            curve,
+            season,
+            cfg.alert_window_days,
+            cfg.baseline_weeks,
+            leave_out_idle=cfg.alert_baseline_disclosed,
         )
 
     def monitor_tables(self, world: World) -> dict[str, pd.DataFrame]:
@@ -164,10 +200,17 @@ class AdsDomain(Domain):
         age = np.arange(panel.n_time)[::-1]
         maturity = curve[np.minimum(age, curve.size - 1)]
 
+        window, weeks = cfg.alert_window_days, cfg.baseline_weeks
+        excluded: np.ndarray | dict[str, np.ndarray] = season
+        if cfg.alert_baseline_disclosed:  # each alert's scope leaves out its own idle days
+            totals = scope_totals(tables["perf_daily"])
+            excluded = {
+                a.scope: scope_excluded(totals[a.scope]["clicks"], season, window, weeks, True)
+                for a in alerts
+            }
+
         def attribution(daily):
-            return AlertAttribution(
-                panel, daily, alerts, maturity, season, cfg.alert_window_days, cfg.baseline_weeks
-            )
+            return AlertAttribution(panel, daily, alerts, maturity, excluded, window, weeks)
 
         return AdsEvidence(panel, tables, attribution)
 

@@ -9,12 +9,17 @@ factual and counterfactual worlds differ only where the cause moved a count's pa
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy.signal import lfilter
 
 from causaltrace import Panel
+from causaltrace.errors import CausalTraceError
 from causaltrace.model.distributions import binomial_icdf, negbinom_icdf, normal_icdf
+
+if TYPE_CHECKING:
+    from causaltrace_domains.ads.config import AdsConfig
 
 # Grouping keys used across mechanisms.
 AD_GROUP = ("campaign", "placement", "device", "browser_os", "geo", "audience")  # all but creative
@@ -300,6 +305,122 @@ class DailyBudget:
         return np.maximum(np.round(setting / 10.0) * 10.0, 10.0)
 
 
+@dataclass(frozen=True)
+class BudgetRules:
+    """The platform's rules against the daily budget (``AdsConfig.budget_rules``).
+
+    Per campaign and day, from the day's expected spend if nothing were throttled (``demand``)
+    and its budget: the day is *bound* once demand reaches ``pacing_onset`` x the budget (or
+    what the day and month caps leave); a bound day serves at most ``1 - min_throttle`` of its
+    demand (so a campaign held by its budget always loses impression share to it) and spends
+    the budget times the day's demand over the week's (busy days more, quiet days less; at
+    least ``pacing_onset`` x the budget), never above ``day_cap`` x the budget nor above what
+    keeps every window of ``month_days`` days (and every run from the first day) within its
+    budgets. The pacing aims ``margin`` under the month's limit and four times that under the
+    day's, because billed clicks scatter around the expected spend (a campaign-day by about
+    3%, a month by well under 1%); unthrottled days spend their demand.
+    """
+
+    pacing_onset: float = 0.9
+    min_throttle: float = 0.05
+    day_cap: float = 2.0
+    month_days: tuple[int, int] = (28, 31)
+    margin: float = 0.03
+    week_days: int = 7
+
+    def __post_init__(self) -> None:
+        lo, hi = (int(d) for d in self.month_days)
+        problems = {
+            "budget_pacing_onset": (self.pacing_onset, 0.0 < self.pacing_onset <= 1.0, "(0, 1]"),
+            "budget_min_throttle": (self.min_throttle, 0.0 < self.min_throttle < 1.0, "(0, 1)"),
+            "budget_day_cap": (self.day_cap, self.day_cap >= 1.0, ">= 1"),
+            "budget_month_days": (
+                self.month_days,
+                1 <= lo <= hi,
+                "[low, high] with 1 <= low <= high",
+            ),
+            "budget_margin": (self.margin, 0.0 <= self.margin < 0.25, "[0, 0.25)"),
+        }
+        bad = {k: (v, want) for k, (v, ok, want) in problems.items() if not ok}
+        if bad:
+            detail = "; ".join(f"{k} = {v!r} (must be {want})" for k, (v, want) in bad.items())
+            raise CausalTraceError(f"ads domain config: {detail}")
+
+    @classmethod
+    def from_config(cls, config: AdsConfig) -> BudgetRules | None:
+        """The rules an ``AdsConfig`` switches on (None: ``budget_rules`` off)."""
+        if not config.budget_rules:
+            return None
+        return cls(
+            float(config.budget_pacing_onset),
+            float(config.budget_min_throttle),
+            float(config.budget_day_cap),
+            tuple(int(d) for d in config.budget_month_days),
+            float(config.budget_margin),
+        )
+
+    def allowance(self, demand: np.ndarray, budget: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The expected spend each campaign-day is allowed and whether its budget binds, from
+        ``demand`` and ``budget`` (both (n_campaigns, n_days)). Vectorized over campaigns;
+        the month's room depends on the days before, so days run in order."""
+        n, n_days = demand.shape
+        day = np.arange(n_days)
+        first = np.maximum(day - self.week_days + 1, 0)
+        total = np.concatenate([np.zeros((n, 1)), np.cumsum(demand, axis=1)], axis=1)
+        week = (total[:, day + 1] - total[:, first]) / (day - first + 1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            busy = np.where(week > 0, demand / np.where(week > 0, week, 1.0), 1.0)
+        target = budget * np.maximum(busy, self.pacing_onset)
+        day_ceiling = self.day_cap * (1.0 - 4.0 * self.margin) * budget
+        month = np.concatenate(
+            [np.zeros((n, 1)), np.cumsum((1.0 - self.margin) * budget, axis=1)], axis=1
+        )
+        spent = np.zeros((n, n_days + 1))
+        lengths = np.arange(self.month_days[0], self.month_days[1] + 1)
+        allowed = np.zeros_like(demand)
+        binds = np.zeros(demand.shape, dtype=bool)
+        for t in range(n_days):
+            start = np.maximum(t + 1 - lengths, 0)  # windows [start, t]; at first, from day 0
+            room = (month[:, t + 1, None] - month[:, start]) - (spent[:, t, None] - spent[:, start])
+            ceiling = np.minimum(day_ceiling[:, t], np.maximum(room.min(axis=1), 0.0))
+            bound = demand[:, t] > np.minimum(self.pacing_onset * budget[:, t], ceiling)
+            capped = np.minimum(
+                np.minimum(target[:, t], (1.0 - self.min_throttle) * demand[:, t]), ceiling
+            )
+            allowed[:, t] = np.where(bound, capped, demand[:, t])
+            binds[:, t] = bound
+            spent[:, t + 1] = spent[:, t] + allowed[:, t]
+        return allowed, binds
+
+
+def _first_cells(panel: Panel, dims: tuple[str, ...]) -> np.ndarray:
+    """A representative (the first) cell of each group of cells on ``dims``."""
+    idx, n_groups = panel.group_index(dims)
+    first = np.zeros(n_groups, dtype=np.int64)
+    first[idx[::-1]] = np.arange(panel.n_cells)[::-1]
+    return first
+
+
+def _billed_demand(parents, rules: BudgetRules | None) -> np.ndarray:
+    """Each cell's expected spend if nothing were throttled: its won auctions' clicks at the
+    expected CPC; under the budget rules also the bot clicks the filter misses, which the
+    platform bills and paces on like any click."""
+    rate = parents["ctr"]
+    if rules is not None:
+        billed_bots = parents["bot_rate"] * (1.0 - parents["invalid_filter_rate"])
+        rate = rate + (1.0 - parents["ctr"]) * billed_bots
+    return parents["won_auctions"] * rate * parents["expected_cpc"]
+
+
+def _rules_allowance(parents, panel: Panel, rules: BudgetRules, demand: np.ndarray):
+    """The budget rules' (campaign, day) allowance and binding days for ``demand`` per cell,
+    with the campaign-level demand they read (the same sums for the cutoff and the pacing)."""
+    per_campaign = panel.group_sum(demand, ("campaign",))
+    budget = parents["daily_budget"][_first_cells(panel, ("campaign",))]
+    allowed, binds = rules.allowance(per_campaign, budget)
+    return allowed, binds, per_campaign
+
+
 def hour_profiles(devices: np.ndarray) -> np.ndarray:
     """Share of a day's auctions by hour for each device in ``devices``, (n, 24): desktop by
     day, mobile and tablet in the evening, connected TVs late."""
@@ -345,9 +466,10 @@ class BudgetCutoff:
     overdelivery: float
     profiles: np.ndarray  # (n_devices, 24) hourly shares by device code
     lasts: tuple[float, float] = (0.9, 0.99)
+    rules: BudgetRules | None = None
 
     def __call__(self, parents, noise, panel: Panel) -> np.ndarray:
-        demand = parents["won_auctions"] * parents["ctr"] * parents["expected_cpc"]
+        demand = _billed_demand(parents, self.rules)
         camp, n_camp = panel.group_index(("campaign",))
         device = panel.codes("device")
         n_dev = self.profiles.shape[0]
@@ -355,11 +477,18 @@ class BudgetCutoff:
         np.add.at(by_cd, camp * n_dev + device, demand)
         by_cd = by_cd.reshape(n_camp, n_dev, panel.n_time)
         total = by_cd.sum(axis=1)
-        first = np.zeros(n_camp, dtype=np.int64)
-        first[camp[::-1]] = np.arange(panel.n_cells)[::-1]
+        first = _first_cells(panel, ("campaign",))
         allowed = self.overdelivery * parents["daily_budget"][first]
         lo_share, hi_share = self.lasts
         lasts = lo_share + (hi_share - lo_share) * noise[first]
+        if self.rules is not None:
+            # Bound days stop once the day's allowance is spent: at the share ``lasts`` of
+            # the demand curve, or later when the allowance is a larger share of the demand
+            # (serving unthrottled until it runs out).
+            allowed, binds, total = _rules_allowance(parents, panel, self.rules, demand)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                part = np.where(total > 0, allowed / np.where(total > 0, total, 1.0), 1.0)
+            lasts = np.maximum(lasts, part)
         weight = by_cd / np.maximum(total, 1e-12)[:, None, :]  # (campaign, device, day)
         # Bisection for the hour where the spend-weighted demand curve reaches ``lasts``.
         lo, hi = np.zeros_like(total), np.full_like(total, 24.0)
@@ -368,7 +497,8 @@ class BudgetCutoff:
             reached = (weight * _mixture_share(self.profiles, mid)).sum(axis=1)
             below = reached < lasts
             lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
-        cutoff = np.where(total > allowed, 0.5 * (lo + hi), 24.0)
+        bound = binds if self.rules is not None else total > allowed
+        cutoff = np.where(bound, 0.5 * (lo + hi), 24.0)
         return np.broadcast_to(cutoff[camp], panel.shape).copy()
 
 
@@ -390,15 +520,19 @@ class Pacing:
 
     overdelivery: float
     profiles: np.ndarray  # (n_devices, 24)
+    rules: BudgetRules | None = None
 
     def __call__(self, parents, noise, panel: Panel) -> np.ndarray:
-        demand = parents["won_auctions"] * parents["ctr"] * parents["expected_cpc"]
+        demand = _billed_demand(parents, self.rules)
         cutoff = parents["budget_cutoff_hour"]
         device = panel.codes("device")
         served = cumulative_share(self.profiles[device], cutoff)  # (cells, days)
         per_campaign = panel.group_sum(demand * served, ("campaign",))
         idx, _ = panel.group_index(("campaign",))
-        allowed = self.overdelivery * parents["daily_budget"]
+        if self.rules is None:
+            allowed = self.overdelivery * parents["daily_budget"]
+        else:
+            allowed = _rules_allowance(parents, panel, self.rules, demand)[0][idx]
         reach = per_campaign[idx]
         with np.errstate(divide="ignore", invalid="ignore"):
             throttle = np.where(reach > 0, allowed / np.where(reach > 0, reach, 1.0), 1.0)
@@ -441,6 +575,50 @@ class FatiguedCtr:
         served[:, : self.onset] = 0.0
         frequency_since = np.cumsum(served, axis=1) / self.healthy.pool
         return ctr * np.exp(-self.decay * frequency_since)
+
+
+def daily_frequency(load: np.ndarray) -> np.ndarray:
+    """Impressions per reached user in a day when ``load`` = impressions / audience: reach in an
+    audience of U is U (1 - exp(-I / U)) (each impression finds a user at random), so frequency
+    is load / (1 - exp(-load)): 1 for a light load, the load itself for a heavy one. The
+    formula of ``render.reach_frequency_daily``."""
+    load = np.maximum(np.asarray(load, dtype=np.float64), 1e-9)
+    return load / -np.expm1(-load)
+
+
+@dataclass(frozen=True, eq=False)
+class FrequencyFatiguedCtr:
+    """CTR of a creative whose audience saturates (CREATIVE_FATIGUE with fatigue="frequency").
+
+    Fatigue is a frequency effect: the same people see the same ad again and stop clicking it.
+    The cause shrinks the creative's fresh audience (parent ``audience_size``, 1 normally; it
+    falls over days on display and video inventory), so the same impressions reach fewer
+    people and the frequency reach_frequency_daily reports rises; CTR falls by that rise,
+    ``ctr = healthy x (f0 / f) ** elasticity``. With elasticity 1 the clicks per reached user
+    stay what they were: showing the ad to the same users more often adds impressions, not
+    clicks. Where the audience is whole (search traffic, other creatives) the ratio is 1 and
+    CTR is the healthy one exactly, so CTR falls only where frequency rises.
+
+    The load of a cell-day is its won auctions over its audience, the campaign's
+    ``audience_universe`` times its first two weeks' daily won auctions (the table's audience,
+    on the auctions the CTR node can read).
+    """
+
+    healthy: ClickThroughRate
+    universe: np.ndarray  # (n_cells, 1) the campaign's audience_universe
+    elasticity: float = 1.0
+    reference_days: int = 14
+
+    def __call__(self, parents, noise, panel: Panel) -> np.ndarray:
+        ctr = self.healthy(parents, noise, panel)
+        won = np.asarray(parents["won_auctions"], dtype=np.float64)
+        audience = (
+            self.universe * np.maximum(won[:, : self.reference_days].mean(axis=1), 1.0)[:, None]
+        )
+        load = won / audience
+        size = np.clip(parents["audience_size"], 1e-6, None)
+        rise = daily_frequency(load / size) / daily_frequency(load)
+        return np.where(size < 1.0, ctr * rise ** (-self.elasticity), ctr)
 
 
 @dataclass(frozen=True, eq=False)

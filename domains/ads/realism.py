@@ -27,13 +27,20 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
 
+import numpy as np
 import pandas as pd
+from scipy.stats import norm
+
+from causaltrace_domains.ads.alert import KPIS as MONITOR_KPIS
+from causaltrace_domains.ads.alert import LAGGED as MONITOR_LAGGED
+from causaltrace_domains.ads.alert import TOTALS as MONITOR_TOTALS
 
 Tables = Mapping[str, pd.DataFrame]
 
@@ -642,11 +649,13 @@ def daily_budgets(campaigns: pd.DataFrame, changes: pd.DataFrame | None, dates) 
     return pd.DataFrame(rows, columns=["campaign", "date", "budget"])
 
 
-def spend_over_budget(episodes: Sequence[Tables]) -> Measurement:
-    """Largest campaign-day cost over the daily budget in effect (the change history's window)."""
-    p = pool(episodes)
+def _spend_and_budget(p: Pool) -> pd.DataFrame:
+    """Campaign-days of the change history's window (the days whose budget the history shows)
+    with their cost and the daily budget in force, over every episode with a campaigns table;
+    days with a budget edit of the campaign are left out (two budgets on one day)."""
+    columns = ["episode", "campaign", "date", "cost", "budget"]
     perf = p.perf()
-    best, where = math.nan, ""
+    frames = []
     for episode, tables in enumerate(p):
         if "campaigns" not in tables or "daily_budget" not in tables["campaigns"].columns:
             continue
@@ -657,16 +666,493 @@ def spend_over_budget(episodes: Sequence[Tables]) -> Measurement:
             tables["campaigns"], tables.get("change_history"), sorted(rows["date"].unique())
         )
         joined = cost.merge(budgets, on=["campaign", "date"])
-        joined = joined[joined["budget"] > 0]
-        if joined.empty:
+        frames.append(joined[joined["budget"] > 0].assign(episode=episode)[columns])
+    if not frames:
+        raise MissingTable("no episode has a campaigns table with budgets")
+    return pd.concat(frames, ignore_index=True)
+
+
+def spend_over_budget(episodes: Sequence[Tables]) -> Measurement:
+    """Largest campaign-day cost over the daily budget in effect (the change history's window)."""
+    spend = _spend_and_budget(pool(episodes))
+    if spend.empty:
+        return Measurement(math.nan, "no campaign-day with a known budget")
+    ratio = spend["cost"] / spend["budget"]
+    return Measurement(float(ratio.max()), f"max at {spend['campaign'].iloc[int(ratio.argmax())]}")
+
+
+def days_over_twice_budget(episodes: Sequence[Tables]) -> Measurement:
+    """Campaign-days spending more than ``DAY_CAP`` x the daily budget in force (a count)."""
+    spend = _spend_and_budget(pool(episodes))
+    over = spend[spend["cost"] > DAY_CAP * spend["budget"]]
+    return Measurement(float(len(over)), f"of {len(spend)} campaign-days")
+
+
+def months_over_budget(episodes: Sequence[Tables]) -> Measurement:
+    """Campaign-months over budget (a count): per episode and campaign, the change history's
+    window (about a month, the days whose budget is known) whose total cost exceeds the total
+    of the budgets in force on those days (the platform's monthly limit: 30.4 x the average
+    daily budget)."""
+    spend = _spend_and_budget(pool(episodes))
+    months = spend.groupby(["episode", "campaign"])[["cost", "budget"]].sum()
+    months = months[months["budget"] > 0]
+    if months.empty:
+        return Measurement(math.nan, "no campaign-month with a known budget")
+    ratio = months["cost"] / months["budget"]
+    where = ratio.idxmax()
+    return Measurement(
+        float((ratio > 1.0).sum()),
+        f"of {len(months)}; max {ratio.max():.3f} of budget at {where[1]}",
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Physics rules (issue 39 item 4): an edit's effect starts at its timestamp, a campaign held by
+# its budget loses impression share to budget, creative fatigue builds with frequency, and the
+# alert's numbers reproduce from the baseline the prompt states.
+
+PROMPT = "prompt"  # the episode's prompt as a one-row table (column ``text``), when known
+# Change-history fields whose edit changes delivery, bids, conversions or the account's state:
+# what an analyst suspects. Ad text, URL suffixes, a schedule that keeps every hour, negative
+# keywords and observed (not targeted) audience segments change none of it.
+EFFECTFUL_FIELDS = frozenset(
+    {
+        "daily_budget",
+        "bid_adjustment",
+        "target_cpa",
+        "target_roas",
+        "status",
+        "account_status",
+        "location",
+        "location_options",
+        "audience_setting",
+        "optimized_targeting",
+        "final_url_expansion",
+        "promotion",
+        "enhanced_conversions",
+        "search_themes",
+    }
+)
+HOURLY_METRICS = ("impressions", "clicks", "cost")
+DEPARTURE_Z = 3.0  # a slice's hours depart from their baseline beyond this |z|
+MIN_BASELINE_DAYS = 3  # days of the hourly window before the tested day, at least
+DAY_CAP = 2.0  # Google may spend up to twice the daily budget on a day
+CUTOFF_EVENING = (18, 21)  # hours whose traffic shows the campaign was serving in the evening
+CUTOFF_MIN_EVENING = 200  # impressions in them: an empty 23:00 is then a stop, not chance
+FATIGUE_FALL = 0.3  # a creative's weekly CTR falls by at least this share ...
+FATIGUE_DAYS = 7  # ... from one week (this many days) to the next
+FATIGUE_ALPHA = 0.05  # family-wise false-fall rate over all the week-on-week comparisons
+# Fatigue wears out the same audience: it does not change how many impressions a creative gets
+# on a placement. A fall that comes with this much more or less volume (later week over the
+# earlier) is an audience expansion, a placement shift, a budget or a pause, not fatigue.
+FATIGUE_STEADY_VOLUME = (0.8, 1.25)
+FREQUENCY_GROWTH = 0.1  # fatigue needs the creative's daily frequency to grow at least this much
+CURVE_DECIMALS = 4  # conversion_lag_curve's share_reported is rounded to 4 decimals
+
+
+def _effectful_edits(changes: pd.DataFrame) -> pd.DataFrame:
+    """The change-history rows of effectful fields with their slice at the hourly grain
+    (campaign, or the account when empty; a device when the target names one), day and hour
+    (and episode, for a pooled table)."""
+    rows = changes[changes["field"].astype(str).isin(EFFECTFUL_FIELDS)]
+    time = pd.to_datetime(rows["change_time"])
+    target = rows["target"].astype(str)
+    device = target.str.extract(r"(?:^|&)device=([^&]+)", expand=False)
+    out = pd.DataFrame(
+        {
+            "campaign": rows["campaign"].fillna("").astype(str),
+            "device": device,
+            "day": time.dt.normalize(),
+            "hour": time.dt.hour,
+        }
+    )
+    if "episode" in rows.columns:
+        out.insert(0, "episode", rows["episode"])
+    return out.reset_index(drop=True)
+
+
+def _departs(before: pd.DataFrame, day: pd.Timestamp) -> bool | None:
+    """Whether ``day``'s row of ``before`` (per-day sums of the hours before the edit's) is
+    beyond ``DEPARTURE_Z`` from the earlier days' mean in any metric; None when ``day`` is not
+    in the window or has fewer than ``MIN_BASELINE_DAYS`` days before it."""
+    if day not in before.index:
+        return None
+    base = before[before.index < day]
+    if len(base) < MIN_BASELINE_DAYS:
+        return None
+    sd = base.std(ddof=1)
+    z = (before.loc[day] - base.mean()) / sd.where(sd > 0)
+    return bool((z.abs() > DEPARTURE_Z).any())
+
+
+def edit_timing(episodes: Sequence[Tables]) -> Measurement:
+    """Effects start at the edit: for every effectful edit with a timestamp hour h in the
+    hourly window, whether the edited slice's hours before h (impressions, clicks, cost of
+    perf_hourly at the campaign, or campaign x device, grain) depart from the same hours of
+    the earlier days (|z| > 3) on the edit day; the value is that share minus the same share
+    the day before the edit (about 0 where the hours before an edit look like the day before)."""
+    p = pool(episodes)
+    hourly, changes = p.table("perf_hourly"), p.table("change_history")
+    hourly = hourly.assign(campaign=hourly["campaign"].astype(str))
+    hourly["device"] = hourly["device"].astype(str)
+    found = {0: [0, 0], 1: [0, 0]}  # days before the edit day: [departures, edits measured]
+    edits = _effectful_edits(changes)
+    edits = edits[edits["hour"] > 0]  # no hour before a midnight edit
+    for episode, rows in hourly.groupby("episode"):
+        for edit in edits[edits["episode"] == episode].itertuples():
+            sel = rows[rows["hour"] < edit.hour]
+            if edit.campaign:
+                sel = sel[sel["campaign"] == edit.campaign]
+            if isinstance(edit.device, str):
+                sel = sel[sel["device"] == edit.device]
+            before = sel.groupby("date")[list(HOURLY_METRICS)].sum()
+            for lag in found:
+                departs = _departs(before, edit.day - pd.Timedelta(days=lag))
+                if departs is not None:
+                    found[lag][0] += departs
+                    found[lag][1] += 1
+    (on_day, n_day), (before_day, n_before) = found[0], found[1]
+    if not n_day or not n_before:
+        return Measurement(math.nan, "no effectful edit with earlier days in the hourly window")
+    return Measurement(
+        on_day / n_day - before_day / n_before,
+        f"edit day {on_day}/{n_day}, the day before {before_day}/{n_before}",
+    )
+
+
+def _anti_join(left: pd.DataFrame, right: pd.DataFrame, on: list[str]) -> pd.DataFrame:
+    """The rows of ``left`` whose ``on`` values are in no row of ``right``."""
+    found = pd.MultiIndex.from_frame(left[on]).isin(pd.MultiIndex.from_frame(right[on]))
+    return left[~found]
+
+
+def _hourly_cutoff_days(p: Pool) -> pd.DataFrame:
+    """Campaign-days of perf_hourly where serving stopped before the day ended: no impression
+    at 23:00 although the evening (``CUTOFF_EVENING``) served at least ``CUTOFF_MIN_EVENING``
+    (a budget that ran out; days with an effectful edit of the campaign or the account are
+    left out: a pause stops serving too)."""
+    keys = ["episode", "campaign", "date"]
+    hourly = p.table("perf_hourly")
+    hour = hourly["hour"]
+    lo, hi = CUTOFF_EVENING
+    daily = (
+        hourly.assign(
+            campaign=hourly["campaign"].astype(str),
+            evening=hourly["impressions"].where((hour >= lo) & (hour <= hi), 0),
+            late=hourly["impressions"].where(hour == 23, 0),
+        )
+        .groupby(keys)[["evening", "late"]]
+        .sum()
+        .reset_index()
+    )
+    cut = daily.loc[(daily["late"] == 0) & (daily["evening"] >= CUTOFF_MIN_EVENING), keys]
+    if not p.has("change_history"):
+        return cut
+    edits = _effectful_edits(p.table("change_history")).rename(columns={"day": "date"})
+    cut = _anti_join(cut, edits[edits["campaign"] != ""], keys)
+    return _anti_join(cut, edits[edits["campaign"] == ""], ["episode", "date"])
+
+
+def lost_is_when_budget_binds(episodes: Sequence[Tables]) -> Measurement:
+    """Share of budget-bound campaign-days (cost at least the daily budget in force, or serving
+    stopped before midnight in perf_hourly) whose search impression share lost to budget is
+    above 0; campaign-days without search impression share (display-only campaigns) are left
+    out."""
+    p = pool(episodes)
+    keys = ["episode", "campaign", "date"]
+    spend = _spend_and_budget(p)
+    by_spend = spend.loc[spend["cost"] >= spend["budget"], keys]
+    by_cutoff = _hourly_cutoff_days(p) if p.has("perf_hourly") else by_spend.iloc[:0]
+    bound = pd.concat([by_spend, by_cutoff], ignore_index=True).drop_duplicates()
+    shares = p.table("impression_share_daily")
+    shares = shares.assign(campaign=shares["campaign"].astype(str))
+    joined = bound.merge(shares[[*keys, "search_lost_is_budget"]], on=keys, how="inner")
+    joined = joined.dropna(subset=["search_lost_is_budget"])
+    if joined.empty:
+        return Measurement(math.nan, "no budget-bound campaign-day with search impression share")
+    held = int((joined["search_lost_is_budget"] > 0).sum())
+    return Measurement(
+        held / len(joined),
+        f"{held} of {len(joined)} campaign-days ({len(by_spend)} at or over budget, "
+        f"{len(by_cutoff)} cut off in perf_hourly)",
+    )
+
+
+def _weekly_ctr_falls(perf: pd.DataFrame) -> tuple[pd.DataFrame, int, int, int]:
+    """Week-on-week CTR comparisons per (episode, campaign, creative, placement): every day t
+    with both the week ending t and the week ending t - ``FATIGUE_DAYS`` inside the episode,
+    the summed clicks and impressions of the two weeks compared. Returns the deepest
+    fatigue-like fall per series (``FATIGUE_FALL`` or more, significant, steady volume) with
+    its end age, fall, volume ratio and z; and three counts: the comparisons tested, the series
+    with a significant fall of ``FATIGUE_FALL`` or more, and of those the series whose every
+    such fall changed volume."""
+    keys = ["episode", "campaign", "creative", "placement"]
+    daily = perf.groupby([*keys, "age"], observed=True)[["clicks", "impressions"]].sum()
+    daily = daily.reset_index()
+    for key in keys[1:]:
+        daily[key] = daily[key].astype(str)
+    # Columns run over days before the episode's last day (oldest first), so that episodes of
+    # different dates line up; a day a series did not serve counts as 0 impressions.
+    grid = daily.set_index([*keys, "age"])[["clicks", "impressions"]].unstack("age")
+    ages = np.arange(int(daily["age"].max()), -1, -1)
+    clicks = grid["clicks"].reindex(columns=ages).fillna(0.0).to_numpy(dtype=float)
+    impressions = grid["impressions"].reindex(columns=ages).fillna(0.0).to_numpy(dtype=float)
+    n_days = len(ages)
+    series = grid.index.to_frame(index=False)
+    w = FATIGUE_DAYS
+    if n_days < 2 * w:
+        return series.iloc[:0], 0, 0, 0
+
+    def week(values: np.ndarray) -> np.ndarray:
+        """Sums over the ``w`` days ending on each day from day ``w - 1`` on."""
+        total = np.concatenate([np.zeros((len(values), 1)), values.cumsum(axis=1)], axis=1)
+        return total[:, w:] - total[:, :-w]
+
+    c_week, n_week = week(clicks), week(impressions)
+    c1, n1 = c_week[:, w:], n_week[:, w:]  # the week ending t (t = 2w - 1 .. n_days - 1)
+    c0, n0 = c_week[:, :-w], n_week[:, :-w]  # the week ending t - w
+    end_age = ages[2 * w - 1 :]
+    # Both weeks inside the episode: the episode spans at least end age + 2w - 1 days back.
+    span = perf.groupby("episode")["age"].max().reindex(series["episode"]).to_numpy()
+    tested = (end_age[None, :] + 2 * w - 1 <= span[:, None]) & (n0 > 0) & (n1 > 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p0, p1 = c0 / n0, c1 / n1
+        ratio = p1 / p0
+        volume = n1 / n0
+        # One-sided two-proportion z-test of "the later week's CTR is lower", pooled variance.
+        pooled = (c0 + c1) / (n0 + n1)
+        z = (p0 - p1) / np.sqrt(pooled * (1.0 - pooled) * (1.0 / n0 + 1.0 / n1))
+    m = int(tested.sum())
+    if m == 0:
+        return series.iloc[:0], 0, 0, 0
+    # Bonferroni: m comparisons (every series x day tested; overlapping weeks make them
+    # correlated, which only makes the bound conservative), each at alpha / m, keep the
+    # chance of any false fall over the whole table below FATIGUE_ALPHA; daily CTR at a few
+    # thousand impressions is noise-dominated, and the deepest of many noisy ratios is a
+    # fall by selection alone without it.
+    z_crit = float(norm.isf(FATIGUE_ALPHA / m))
+    fell = tested & (ratio <= 1.0 - FATIGUE_FALL) & (z >= z_crit)
+    low, high = FATIGUE_STEADY_VOLUME
+    steady = fell & (volume >= low) & (volume <= high)
+    depth = np.where(steady, ratio, np.inf)
+    deepest = depth.argmin(axis=1)
+    rows = np.flatnonzero(np.isfinite(depth[np.arange(len(depth)), deepest]))
+    cols = deepest[rows]
+    falls = series.iloc[rows].reset_index(drop=True)
+    falls["age"] = end_age[cols]
+    falls["fall"] = 1.0 - ratio[rows, cols]
+    falls["volume"] = volume[rows, cols]
+    falls["z"] = z[rows, cols]
+    any_fell, any_steady = fell.any(axis=1), steady.any(axis=1)
+    return falls, m, int(any_fell.sum()), int((any_fell & ~any_steady).sum())
+
+
+def fatigue_without_frequency(episodes: Sequence[Tables]) -> Measurement:
+    """Creative fatigue is a frequency effect: of the creatives' fatigue-like CTR falls, the
+    share whose frequency (reach_frequency_daily) grew less than ``FREQUENCY_GROWTH``.
+
+    A fatigue-like fall is the later of two consecutive weeks (``FATIGUE_DAYS`` days each) of a
+    creative on one placement with a summed CTR at most ``1 - FATIGUE_FALL`` of the earlier
+    week's, significant by a one-sided two-proportion z-test at a Bonferroni threshold over
+    all the comparisons (daily CTR is mostly binomial noise), with the impressions of the two
+    weeks within ``FATIGUE_STEADY_VOLUME`` (an audience expansion or a placement shift lowers
+    CTR by adding or moving impressions: no fatigue); the deepest per series. Read per
+    placement, a mix shift between placements is no fall. Frequency growth is the
+    impressions-weighted mean daily frequency of the creative (all placements: the table is
+    per campaign and creative) over the later week over the earlier week, minus 1. 0 when no
+    CTR falls so; NaN when no fall has a frequency."""
+    p = pool(episodes)
+    perf, rf = p.perf(), p.table("reach_frequency_daily")
+    falls, m, n_fell, n_volume = _weekly_ctr_falls(perf)
+    if m == 0:
+        return Measurement(math.nan, "no series with two full weeks of impressions")
+    counted = (
+        f"{m} week-on-week comparisons, {n_fell} series with a significant fall of "
+        f"{FATIGUE_FALL:.0%} or more, {n_volume} of them only with a change of volume"
+    )
+    if falls.empty:
+        return Measurement(0.0, f"no fatigue-like CTR fall ({counted})")
+    # The two weeks' dates of each fall, and the creative's frequency on them.
+    last = perf.groupby("episode")["date"].max()
+    falls["end"] = last.reindex(falls["episode"]).to_numpy() - pd.to_timedelta(
+        falls["age"], unit="D"
+    )
+    offsets = np.arange(2 * FATIGUE_DAYS)
+    days = falls.loc[np.repeat(falls.index, len(offsets)), ["episode", "campaign", "creative"]]
+    days["fall_id"] = np.repeat(falls.index, len(offsets))
+    days["later"] = np.tile(offsets < FATIGUE_DAYS, len(falls))
+    days["date"] = np.repeat(falls["end"].to_numpy(), len(offsets)) - pd.to_timedelta(
+        np.tile(offsets, len(falls)), unit="D"
+    )
+    rf = rf.assign(
+        campaign=rf["campaign"].astype(str),
+        creative=rf["creative"].astype(str),
+        weighted=rf["impressions"] * rf["frequency"],
+    )
+    joined = days.merge(
+        rf[["episode", "campaign", "creative", "date", "impressions", "weighted"]],
+        on=["episode", "campaign", "creative", "date"],
+        how="inner",
+    )
+    sums = joined.groupby(["fall_id", "later"])[["weighted", "impressions"]].sum()
+    mean = (sums["weighted"] / sums["impressions"].where(sums["impressions"] > 0)).unstack()
+    mean = mean.reindex(index=falls.index, columns=[False, True])
+    growth = (mean[True] / mean[False] - 1.0).to_numpy(dtype=float)
+    known = np.isfinite(growth)
+    if not known.any():
+        return Measurement(math.nan, f"{len(falls)} fatigue-like CTR falls, none with a frequency")
+    flat = int((growth[known] < FREQUENCY_GROWTH).sum())
+    deepest = falls.loc[falls["fall"].idxmax()]
+    return Measurement(
+        flat / int(known.sum()),
+        f"{flat} of {int(known.sum())} fatigue-like falls with flat frequency; deepest "
+        f"{deepest['fall']:.0%} ({deepest['campaign']}/{deepest['creative']}/"
+        f"{deepest['placement']}, week to {deepest['end'].date()}); {counted}",
+    )
+
+
+ALERT_LINE = re.compile(
+    r"^ALERT: (?P<kpi>\w+) for (?:the account|campaign (?P<campaign>\S+)) is (?:up|down) "
+    r"[\d.,]+%: (?P<current>-?[\d,]+\.\d+) over (?P<c0>\d{4}-\d{2}-\d{2}) to "
+    r"(?P<c1>\d{4}-\d{2}-\d{2}) against (?P<baseline>-?[\d,]+\.\d+) for the same weekdays "
+    r"on average over (?P<b0>\d{4}-\d{2}-\d{2}) to (?P<b1>\d{4}-\d{2}-\d{2})(?P<rest>.*)$",
+    re.MULTILINE,
+)
+ISO_DATE = r"\d{4}-\d{2}-\d{2}"
+DATE_RUN = re.compile(rf"({ISO_DATE})(?:\s*(?:\.\.|to|through)\s*({ISO_DATE}))?")
+# KPI -> (numerator, denominator or None): the KPIs the prompt names (their definitions, not
+# the monitor's computation, come from domains/ads/alert.py).
+ALERT_KPIS = {kpi: (num, den) for kpi, (num, den, _) in MONITOR_KPIS.items()}
+ALERT_SQL = """
+WITH daily AS (
+    SELECT CAST(date AS DATE) AS day,
+           SUM(clicks)::DOUBLE AS clicks, SUM(cost)::DOUBLE AS cost,
+           SUM(conversions)::DOUBLE AS conversions,
+           SUM(conversion_value)::DOUBLE AS conversion_value
+    FROM perf
+    WHERE episode = $episode
+      AND ($campaign::VARCHAR IS NULL OR CAST(campaign AS VARCHAR) = $campaign::VARCHAR)
+    GROUP BY 1
+), last_day AS (
+    SELECT MAX(CAST(date AS DATE)) AS last FROM perf WHERE episode = $episode
+), curve_of AS (
+    SELECT days_since_click AS age, share_reported AS share FROM curve WHERE episode = $episode
+), adjusted AS (
+    SELECT d.day, d.clicks, d.cost,
+           d.conversions / c.share AS conversions,
+           d.conversion_value / c.share AS conversion_value,
+           c.share
+    FROM daily d CROSS JOIN last_day l
+    JOIN curve_of c
+      ON c.age = LEAST(date_diff('day', d.day, l.last), (SELECT MAX(age) FROM curve_of))
+), current_window AS (
+    SELECT SUM(clicks) AS clicks, SUM(cost) AS cost, SUM(conversions) AS conversions,
+           SUM(conversion_value) AS conversion_value, MIN(share) AS share
+    FROM adjusted WHERE day BETWEEN $c0::DATE AND $c1::DATE
+), baseline_days AS (
+    SELECT *, dayofweek(day) AS weekday, NOT list_contains($excluded::DATE[], day) AS kept
+    FROM adjusted WHERE day BETWEEN $b0::DATE AND $b1::DATE
+), by_weekday AS (
+    SELECT weekday,
+           CASE WHEN bool_or(kept) THEN avg(clicks) FILTER (WHERE kept) ELSE avg(clicks) END
+               AS clicks,
+           CASE WHEN bool_or(kept) THEN avg(cost) FILTER (WHERE kept) ELSE avg(cost) END AS cost,
+           CASE WHEN bool_or(kept) THEN avg(conversions) FILTER (WHERE kept)
+                ELSE avg(conversions) END AS conversions,
+           CASE WHEN bool_or(kept) THEN avg(conversion_value) FILTER (WHERE kept)
+                ELSE avg(conversion_value) END AS conversion_value,
+           MIN(share) AS share
+    FROM baseline_days GROUP BY weekday
+)
+SELECT 'current' AS part, clicks, cost, conversions, conversion_value, share FROM current_window
+UNION ALL
+SELECT 'baseline', SUM(clicks), SUM(cost), SUM(conversions), SUM(conversion_value), MIN(share)
+FROM by_weekday
+"""
+
+
+def stated_exclusions(alert_line: str) -> list[pd.Timestamp]:
+    """The baseline days an ALERT line says it left out: the dates and runs of dates
+    (``first..last``) after "leaving out" (none when the line names none: a rule that says
+    only "leaving out the holiday season" states no day)."""
+    _, found, clause = alert_line.partition("leaving out")
+    days: list[pd.Timestamp] = []
+    for first, last in DATE_RUN.findall(clause) if found else ():
+        days.extend(pd.date_range(first, last or first))
+    return days
+
+
+def _kpi_value(sums: Mapping[str, float], kpi: str) -> float:
+    num, den = ALERT_KPIS[kpi]
+    if den is None:
+        return float(sums[num])
+    return float(sums[num]) / float(sums[den]) if sums[den] > 0 else 0.0
+
+
+def _printed_tolerance(kpi: str, value: float, share: float) -> float:
+    """Half a cent, plus for conversion-based KPIs what the curve's rounding to
+    ``CURVE_DECIMALS`` decimals can move the value by (relative half a unit of the last decimal
+    over the smallest share used; twice for a ratio whose numerator and denominator both
+    divide by it)."""
+    num, den = ALERT_KPIS[kpi]
+    lagged = (num in MONITOR_LAGGED) + (den in MONITOR_LAGGED)
+    relative = lagged * 0.5 * 10.0**-CURVE_DECIMALS / share if lagged and share > 0 else 0.0
+    return 0.005 + 1e-9 * abs(value) + relative * abs(value)
+
+
+def alert_reproduces(episodes: Sequence[Tables]) -> Measurement:
+    """Share of episodes whose paged alerts' printed numbers (current and baseline of every
+    ALERT line) reproduce from perf_daily and conversion_lag_curve with the windows and the
+    left-out days the line states, computed in DuckDB (independently of
+    ``domains/ads/alert.py``): per weekday the mean over the baseline weeks' kept days,
+    conversions divided by the curve's share at each day's age."""
+    import duckdb
+
+    p = pool(episodes)
+    if not p.has(PROMPT):
+        return Measurement(math.nan, "no prompts (build the episodes with their prompts)")
+    prompts = p.table(PROMPT)
+    con = duckdb.connect()
+    con.register("perf", p.perf()[["episode", "date", "campaign", *MONITOR_TOTALS]])
+    con.register("curve", p.table("conversion_lag_curve"))
+    reproduced = lines_ok = lines = episodes_with_alerts = 0
+    for episode, text in zip(prompts["episode"], prompts["text"]):
+        matches = list(ALERT_LINE.finditer(str(text)))
+        if not matches:
             continue
-        ratio = joined["cost"] / joined["budget"]
-        i = int(ratio.to_numpy().argmax())
-        if not ratio.iloc[i] <= best:
-            best, where = float(ratio.iloc[i]), f"max at {joined['campaign'].iloc[i]}"
-    if not math.isfinite(best):
-        return Measurement(math.nan, "no campaigns table with budgets")
-    return Measurement(best, where)
+        episodes_with_alerts += 1
+        ok = True
+        for match in matches:
+            excluded = [d.date() for d in stated_exclusions(match["rest"])]
+            params = {
+                "episode": int(episode),
+                "campaign": match["campaign"],
+                "c0": match["c0"],
+                "c1": match["c1"],
+                "b0": match["b0"],
+                "b1": match["b1"],
+                "excluded": excluded,
+            }
+            parts = con.execute(ALERT_SQL, params).df().set_index("part")
+            kpi = match["kpi"]
+            line_ok = True
+            for part, printed in (("current", match["current"]), ("baseline", match["baseline"])):
+                sums = parts.loc[part]
+                value = _kpi_value(sums, kpi)
+                printed_value = float(printed.replace(",", ""))
+                tolerance = _printed_tolerance(kpi, printed_value, float(sums["share"]))
+                line_ok &= abs(value - printed_value) <= tolerance
+            lines += 1
+            lines_ok += line_ok
+            ok &= line_ok
+        reproduced += ok
+    con.close()
+    if not episodes_with_alerts:
+        return Measurement(math.nan, "no prompt with an ALERT line")
+    return Measurement(
+        reproduced / episodes_with_alerts,
+        f"{reproduced} of {episodes_with_alerts} episodes, {lines_ok} of {lines} alert lines",
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -861,7 +1347,62 @@ def make_quantities(holidays: Sequence[str] | None = None) -> list[Quantity]:
             2.0,
             spend_over_budget,
         ),
+        *PHYSICS_QUANTITIES,
     ]
+
+
+# The physics rules of issue 39 (item 4), each measured from the agent-visible tables.
+PHYSICS_QUANTITIES: tuple[Quantity, ...] = (
+    Quantity(
+        "edit timing: share of effectful edits whose slice's hours before the edit depart "
+        "(|z| > 3), edit day minus the day before",
+        "about 0 (effects start at the edit): <= 10 pp",
+        None,
+        0.10,
+        edit_timing,
+        "%",
+    ),
+    Quantity(
+        "campaign-days with cost above 2x the daily budget in force (last 30 days)",
+        "0 (a day at most 2x)",
+        0.0,
+        0.0,
+        days_over_twice_budget,
+        "n",
+    ),
+    Quantity(
+        "campaign-months (the last 30 days) with cost above the budgets in force",
+        "0 (a month at most 30.4 x the average budget)",
+        0.0,
+        0.0,
+        months_over_budget,
+        "n",
+    ),
+    Quantity(
+        "budget-bound campaign-days (cost >= budget, or cut off in perf_hourly) with search "
+        "lost IS (budget) > 0: share",
+        "1 (a campaign held by its budget loses IS to budget)",
+        1.0,
+        1.0,
+        lost_is_when_budget_binds,
+    ),
+    Quantity(
+        "fatigue-like CTR falls (a creative on one placement, >= 30% week on week, significant, "
+        "impressions steady) with frequency growth < 10%: share",
+        "0 (fatigue builds with frequency)",
+        0.0,
+        0.0,
+        fatigue_without_frequency,
+    ),
+    Quantity(
+        "episodes whose alert numbers reproduce from perf_daily with the prompt's stated "
+        "baseline (DuckDB): share",
+        "1 (the prompt states its baseline)",
+        1.0,
+        1.0,
+        alert_reproduces,
+    ),
+)
 
 
 QUANTITIES: list[Quantity] = make_quantities()
@@ -912,10 +1453,16 @@ def to_markdown(rows: Sequence[Row]) -> str:
 # Command line
 
 
+def prompt_table(prompt: str) -> pd.DataFrame:
+    """An episode's prompt as the one-row table the alert quantity reads."""
+    return pd.DataFrame({"text": [prompt]})
+
+
 def dataset_episodes(
     root: str, n: int | None, cache_dir: str | None = None
 ) -> tuple[list[Tables], tuple[str, ...] | None]:
-    """The tables of the first ``n`` episodes of a dataset directory, and its holidays."""
+    """The tables of the first ``n`` episodes of a dataset directory (with the prompt as the
+    table ``prompt``), and its holidays."""
     from causaltrace.datasets.storage import read_episode_tables
     from causaltrace.env import DatasetSource
 
@@ -924,7 +1471,8 @@ def dataset_episodes(
     episodes = []
     for i, episode in enumerate(ids):
         print(f"open {episode} ({i + 1}/{len(ids)})", file=sys.stderr)
-        episodes.append(read_episode_tables(source.visible_dir(episode)))
+        tables = read_episode_tables(source.visible_dir(episode))
+        episodes.append({**tables, PROMPT: prompt_table(source.prompt(episode))})
     try:
         holidays = tuple(source.domain.settings.holidays)
     except Exception:
@@ -937,7 +1485,7 @@ def generated_episodes(
 ) -> tuple[list[Tables], tuple[str, ...] | None]:
     """``n`` fresh episodes of the ads domain (default preset), causes cycling over the
     domain's causes; only the agent-visible tables are built (the same bytes as
-    ``build_episode(...).tables``)."""
+    ``build_episode(...).tables``), with the prompt as the table ``prompt``."""
     from causaltrace import load_domain
     from causaltrace.episodes.sampling import EpisodeSpec, build_visible, episode_id
 
@@ -948,7 +1496,8 @@ def generated_episodes(
         cause = causes[i % len(causes)]
         print(f"build episode {i + 1}/{n}: {cause}", file=sys.stderr)
         spec = EpisodeSpec(episode_id("realism", i), "realism", i, seed, cause, None)
-        episodes.append(build_visible(domain, spec)[0])
+        tables, prompt = build_visible(domain, spec)
+        episodes.append({**tables, PROMPT: prompt_table(prompt)})
     return episodes, tuple(getattr(domain.settings, "holidays", ())) or None
 
 

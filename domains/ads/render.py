@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from causaltrace import Panel, World
+from causaltrace.model.distributions import binomial_icdf
 from causaltrace_domains.ads.config import AdsConfig
 from causaltrace_domains.ads.mechanisms import hour_profiles
 
@@ -111,6 +112,25 @@ def _split_exact(totals: np.ndarray, weights: np.ndarray, rng: np.random.Generat
     return rng.multinomial(totals.astype(np.int64), weights)
 
 
+HOURLY_DIMS = ("campaign", "device")
+HOURLY_COUNTS = ("impressions", "clicks", "conversions")
+
+
+def _hour_keys(daily: pd.DataFrame, dims) -> dict[str, object]:
+    """The key columns of an hourly report: each daily row's date and ``dims`` repeated over
+    its 24 hours."""
+    return {
+        "date": np.repeat(daily["date"].to_numpy(), 24),
+        "hour": np.tile(np.arange(24), len(daily)),
+        **{
+            d: pd.Categorical.from_codes(
+                np.repeat(daily[d].cat.codes.to_numpy(), 24), categories=daily[d].cat.categories
+            )
+            for d in dims
+        },
+    }
+
+
 def perf_hourly(
     panel: Panel, world: World, config: AdsConfig, rng: np.random.Generator
 ) -> pd.DataFrame:
@@ -118,9 +138,12 @@ def perf_hourly(
 
     Daily totals are split over hours by the device's demand curve truncated at the hour the
     campaign's budget ran out (the SCM's ``budget_cutoff_hour``, the same cutoff its pacing
-    used), so budget-limited days show serving stopping in the evening.
+    used), so budget-limited days show serving stopping in the evening. With
+    ``edit_timing="hour"`` the split is :func:`perf_hourly_timed`'s.
     """
-    dims = ("campaign", "device")
+    if config.edit_timing == "hour":
+        return perf_hourly_timed(panel, world, config, rng)
+    dims = HOURLY_DIMS
     daily = grouped_frame(
         panel,
         world,
@@ -138,16 +161,7 @@ def perf_hourly(
     daily, cutoff = daily[keep].reset_index(drop=True), cutoff[keep]
     weights = _served_profile(daily["device"].to_numpy(), cutoff)
     n = len(daily)
-    out = {
-        "date": np.repeat(daily["date"].to_numpy(), 24),
-        "hour": np.tile(np.arange(24), n),
-        **{
-            d: pd.Categorical.from_codes(
-                np.repeat(daily[d].cat.codes.to_numpy(), 24), categories=daily[d].cat.categories
-            )
-            for d in dims
-        },
-    }
+    out = _hour_keys(daily, dims)
     impressions = _split_exact(daily["impressions"].to_numpy(), weights, rng)
     clicks = _split_exact(daily["clicks"].to_numpy(), weights, rng)
     conversions = _split_exact(daily["conversions"].to_numpy(), weights, rng)
@@ -163,6 +177,171 @@ def perf_hourly(
     out["cost"] = (hourly_cents / 100.0).reshape(-1)
     out["conversions"] = conversions.reshape(-1)
     return pd.DataFrame(out, copy=False)
+
+
+def perf_hourly_timed(
+    panel: Panel, world: World, config: AdsConfig, rng: np.random.Generator
+) -> pd.DataFrame:
+    """:func:`perf_hourly` where edits act from their hour (``edit_timing="hour"``).
+
+    Each row's day is split hour by hour (each hour takes a binomial share of what is left,
+    from its own uniform), so a row's hours depend only on its own totals and profile: the
+    same day in two worlds gives the same hours, and the hours before a point depend only on
+    the day as it was. On a day where edits began part-way (their windows' ``start``), the
+    day is built edit by edit in the order of their hours: the hours before an edit are those
+    of the day as it stood before it (:meth:`World.as_of`, which rebuilds the day without the
+    edits from that hour on), and the rest of the day's totals with it fills the hours from
+    its hour on. So the hours before an edit match, hour for hour, a world without it, and the
+    hours always sum to the daily totals perf_daily shows.
+    """
+    dims = HOURLY_DIMS
+    first = panel.n_time - config.hourly_days
+    daily, cutoff = _hourly_days(panel, world, first)
+    n = len(daily)
+    devices = daily["device"].to_numpy()
+    # One uniform per count, row and hour, drawn whatever the counts are.
+    uniforms = rng.random((len(HOURLY_COUNTS), n, 24))
+    counts, cents = _split_rows(daily, cutoff, devices, uniforms)
+    _, n_groups = panel.group_index(dims)
+    days = panel.n_time - first
+    for t in range(first, panel.n_time):
+        hours = sorted({round(iv.window.start * 24) for iv in world.starting_within(t)})
+        if not hours:
+            continue
+        at = np.arange(n_groups) * days + (t - first)  # the day's rows
+        # Stage k: the day with the edits made before hours[k] (stage 0: none of them).
+        stages = [world.as_of(t, h / 24.0) for h in hours] + [world]
+        frame, cut = _hourly_days(panel, stages[0], first)
+        day_counts, day_cents = _split_rows(frame.iloc[at], cut[at], devices[at], uniforms[:, at])
+        for hour, stage in zip(hours, stages[1:]):
+            later, later_cut = _hourly_days(panel, stage, first)
+            moved = (
+                later.iloc[at][list(COST_AND_COUNTS)].to_numpy()
+                != frame.iloc[at][list(COST_AND_COUNTS)].to_numpy()
+            ).any(axis=1) | (later_cut[at] != cut[at])
+            if moved.any():
+                rows = at[moved]
+                day_counts[:, moved], day_cents[moved] = _join_rows(
+                    later.iloc[rows],
+                    later_cut[rows],
+                    devices[rows],
+                    uniforms[:, rows],
+                    hour,
+                    day_counts[:, moved],
+                    day_cents[moved],
+                )
+            frame, cut = later, later_cut
+        counts[:, at], cents[at] = day_counts, day_cents
+    out = _hour_keys(daily, dims)
+    out["impressions"] = counts[0].reshape(-1)
+    out["clicks"] = counts[1].reshape(-1)
+    out["cost"] = (cents / 100.0).reshape(-1)
+    out["conversions"] = counts[2].reshape(-1)
+    return pd.DataFrame(out, copy=False)
+
+
+COST_AND_COUNTS = ("impressions", "clicks", "cost", "conversions")
+
+
+def _hourly_days(panel: Panel, world: World, first: int) -> tuple[pd.DataFrame, np.ndarray]:
+    """The campaign x device daily totals and budget cutoffs of the days from ``first`` on."""
+    dims = HOURLY_DIMS
+    daily = grouped_frame(panel, world, dims, {c: c for c in COST_AND_COUNTS})
+    _, n_groups = panel.group_index(dims)
+    cutoff = panel.group_mean(world["budget_cutoff_hour"], dims).reshape(-1)
+    keep = np.tile(np.arange(panel.n_time) >= first, n_groups)
+    return daily[keep].reset_index(drop=True), cutoff[keep]
+
+
+def _split_rows(
+    daily: pd.DataFrame, cutoff: np.ndarray, devices: np.ndarray, uniforms: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rows' counts (count, row, hour) and cost cents (row, hour) split over their served
+    profile (:func:`_split_chain`, cost following clicks: :func:`_split_cents`)."""
+    weights = _served_profile(devices, cutoff)
+    counts = np.stack(
+        [
+            _split_chain(daily[c].to_numpy(), weights, uniforms[k])
+            for k, c in enumerate(HOURLY_COUNTS)
+        ]
+    )
+    cents = np.round(daily["cost"].to_numpy() * 100).astype(np.int64)
+    return counts, _split_cents(cents, counts[1], weights)
+
+
+def _join_rows(daily, cutoff, devices, uniforms, hour: int, counts, cents):
+    """Rows whose hours before ``hour`` stay ``counts`` and ``cents`` (the day as it stood)
+    and whose rest of ``daily``'s totals fills the hours from ``hour`` on, by the served
+    profile there (the device's own curve where the budget had run out before it). Where a
+    total is below what the hours before already hold (the edit stopped delivery), all of it
+    falls before ``hour``."""
+    before = np.broadcast_to(np.arange(24)[None, :] < hour, (len(devices), 24))
+    weights = np.where(before, 0.0, _served_profile(devices, cutoff))
+    empty = weights.sum(axis=1, keepdims=True) <= 0
+    weights = np.where(empty, np.where(before, 0.0, hour_profiles(devices)), weights)
+    weights = weights / weights.sum(axis=1, keepdims=True)
+    out = np.empty_like(counts)
+    for k, c in enumerate(HOURLY_COUNTS):
+        out[k] = _join(daily[c].to_numpy(), counts[k], before, weights, uniforms[k])
+    total = np.round(daily["cost"].to_numpy() * 100).astype(np.int64)
+    return out, _join_cents(total, cents, before, out[1], weights)
+
+
+def _split_chain(totals: np.ndarray, weights: np.ndarray, uniforms: np.ndarray) -> np.ndarray:
+    """Integer ``totals`` split over hours by ``weights`` (rows sum to 1), hour by hour: hour
+    h takes a binomial share weights[h] / (weights[h] + ... + weights[23]) of what is left,
+    from uniform ``uniforms[:, h]`` (its quantile), so the hours before h depend only on the
+    total, the weights and those hours' uniforms. Rows sum exactly to the totals."""
+    left = np.asarray(totals, dtype=np.int64).copy()
+    tail = np.cumsum(weights[:, ::-1], axis=1)[:, ::-1]  # weight of hour h and later
+    out = np.zeros(weights.shape, dtype=np.int64)
+    for h in range(24):
+        later = tail[:, h + 1] if h < 23 else np.zeros(len(left))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            p = np.where(later > 0, weights[:, h] / tail[:, h], 1.0)
+        p = np.clip(np.nan_to_num(p, nan=1.0), 0.0, 1.0)
+        out[:, h] = binomial_icdf(left, p, uniforms[:, h])
+        left -= out[:, h]
+    return out
+
+
+def _split_cents(cents: np.ndarray, clicks: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Cost in cents per hour following the hours' clicks (the weights where a row has none):
+    each hour gets the cents its cumulative share of the day reaches, so the rows sum to the
+    totals and the hours before h depend only on the total and those hours' clicks."""
+    total = clicks.sum(axis=1, keepdims=True)
+    share = np.where(total > 0, clicks / np.maximum(total, 1), weights)
+    reached = np.floor(np.cumsum(share, axis=1) * cents[:, None]).astype(np.int64)
+    reached[:, -1] = cents
+    reached = np.maximum.accumulate(np.minimum(reached, cents[:, None]), axis=1)
+    return np.diff(reached, axis=1, prepend=0)
+
+
+def _join(total, pre, before, post_weights, uniforms) -> np.ndarray:
+    """A day whose hours before an edit are ``pre``'s and whose rest fills the hours after by
+    ``post_weights``; where the day holds less than those hours did (the edit stopped
+    delivery, or a small count fell by more than its share), nothing falls after the edit and
+    the shortfall comes off the hours nearest before it (:func:`_trim_latest`)."""
+    kept = np.where(before, pre, 0)
+    rest = total - kept.sum(axis=1)
+    return _trim_latest(kept, -rest) + _split_chain(np.maximum(rest, 0), post_weights, uniforms)
+
+
+def _join_cents(cents, pre_cost, before, clicks, post_weights) -> np.ndarray:
+    """Cost cents of a joined day (:func:`_join`): the hours before the edit as the day stood,
+    the rest following the clicks after it (trimmed as :func:`_join` trims counts)."""
+    kept = np.where(before, pre_cost, 0)
+    rest = cents - kept.sum(axis=1)
+    post = _split_cents(np.maximum(rest, 0), np.where(before, 0, clicks), post_weights)
+    return _trim_latest(kept, -rest) + post
+
+
+def _trim_latest(hours: np.ndarray, excess: np.ndarray) -> np.ndarray:
+    """``hours`` (rows of non-negative integers) with ``excess`` (per row; none where <= 0)
+    taken off the latest hours first."""
+    later = np.cumsum(hours[:, ::-1], axis=1)[:, ::-1] - hours  # what the later hours hold
+    cut = np.clip(np.maximum(excess, 0)[:, None] - later, 0, hours)
+    return hours - cut
 
 
 SEARCH_NETWORK = ("search", "search_partners")
@@ -272,14 +451,23 @@ def reach_frequency_daily(panel: Panel, world: World, config: AdsConfig) -> pd.D
     Reach saturates in the creative's audience universe U: reach = U (1 - exp(-I / U)), with U
     the campaign's ``audience_universe`` times the first two weeks' daily impressions, so
     frequency = I / reach rises with volume: about 1.1 a day on search, 2-5 for remarketing
-    banners shown again and again to a small list.
+    banners shown again and again to a small list. Where the world has the creatives' fresh
+    audience (node ``audience_size``, ``fatigue="frequency"``), U is scaled by its
+    impression-weighted mean over the row's cells: a saturating audience shows as frequency
+    rising.
     """
-    frame = grouped_frame(panel, world, ("campaign", "creative"), {"impressions": "impressions"})
+    dims = ("campaign", "creative")
+    frame = grouped_frame(panel, world, dims, {"impressions": "impressions"})
     n_days = panel.n_time
     impressions = frame["impressions"].to_numpy().reshape(-1, n_days).astype(np.float64)
     factor = {c.name: c.audience_universe for c in config.campaigns}
     per_row = np.array([factor[c] for c in frame["campaign"].to_numpy()[::n_days]])[:, None]
     universe = np.maximum(per_row * impressions[:, :14].mean(axis=1, keepdims=True), 1.0)
+    if "audience_size" in world:
+        served = world["impressions"].astype(np.float64)
+        weighted = panel.group_sum(served * world["audience_size"], dims)
+        size = np.where(impressions > 0, weighted / np.maximum(impressions, 1.0), 1.0)
+        universe = np.maximum(universe * size, 1.0)
     reach = np.floor(universe * (1.0 - np.exp(-impressions / universe)))
     frame["reach"] = reach.reshape(-1).astype(np.int64)
     with np.errstate(invalid="ignore", divide="ignore"):

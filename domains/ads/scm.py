@@ -83,6 +83,10 @@ def build_nodes(config: AdsConfig, panel) -> list[Node]:
     reported_fraction = reported_share(age, config)
     healthy_ctr = m.ClickThroughRate(ctr_base, pool)
     profiles = m.hour_profiles(np.asarray(panel.dimension("device").levels))
+    # The platform's budget rules (off: the fixed overdelivery pacing of the committed splits);
+    # with them pacing also counts the bot clicks it bills.
+    rules = m.BudgetRules.from_config(config)
+    billing = ("bot_rate", "invalid_filter_rate") if rules is not None else ()
 
     def node(
         name, mechanism, parents=(), *, noise=True, observed=False, dtype="float64", description=""
@@ -217,6 +221,8 @@ def build_nodes(config: AdsConfig, panel) -> list[Node]:
             description="auctions won on ad rank (before the budget)",
         ),
         node("ctr_trait", m.SegmentTrait(0.2)),
+        # fatigue="frequency" only (the committed splits' SCM has no such node).
+        *_audience_nodes(config),
         node(
             "ctr",
             healthy_ctr,
@@ -245,14 +251,21 @@ def build_nodes(config: AdsConfig, panel) -> list[Node]:
         ),
         node(
             "budget_cutoff_hour",
-            m.BudgetCutoff(config.overdelivery, profiles),
-            ["won_auctions", "ctr", "expected_cpc", "daily_budget"],
+            m.BudgetCutoff(config.overdelivery, profiles, rules=rules),
+            ["won_auctions", "ctr", "expected_cpc", "daily_budget", *billing],
             description="hour a budget-limited campaign stops serving (24: not limited)",
         ),
         node(
             "pacing",
-            m.Pacing(config.overdelivery, profiles),
-            ["won_auctions", "ctr", "expected_cpc", "daily_budget", "budget_cutoff_hour"],
+            m.Pacing(config.overdelivery, profiles, rules=rules),
+            [
+                "won_auctions",
+                "ctr",
+                "expected_cpc",
+                "daily_budget",
+                "budget_cutoff_hour",
+                *billing,
+            ],
             noise=False,
             description="share of won auctions served before the budget ran out",
         ),
@@ -376,6 +389,24 @@ def build_nodes(config: AdsConfig, panel) -> list[Node]:
             observed=True,
             description="site sessions from ad clicks",
         ),
+    ]
+
+
+def _audience_nodes(config: AdsConfig) -> list[Node]:
+    """The creatives' fresh audience (1: it renews as usual), which CREATIVE_FATIGUE shrinks
+    under ``fatigue="frequency"`` (:class:`~causaltrace_domains.ads.mechanisms.FrequencyFatiguedCtr`);
+    no node otherwise."""
+    if config.fatigue != "frequency":
+        return []
+    return [
+        Node(
+            "audience_size",
+            Constant(1.0),
+            (),
+            noise=_no_noise(),
+            observed=False,
+            description="the creative's fresh audience relative to usual (1: it renews)",
+        )
     ]
 
 

@@ -32,7 +32,7 @@ import numpy as np
 
 from causaltrace import InterventionDraw, InterventionPoint, Panel, Scale, Window
 from causaltrace_domains.ads.account_state import AccountState
-from causaltrace_domains.ads.causes import budget_interventions
+from causaltrace_domains.ads.causes import budget_interventions, timing_of
 from causaltrace_domains.ads.config import AdsConfig, CampaignSpec
 from causaltrace_domains.ads.edits import draw_edits, touched_campaigns
 from causaltrace_domains.ads.records import Process
@@ -44,9 +44,9 @@ TWIN_CAUSES = ("BUDGET_CAP", "BID_MODIFIER_CHANGE", "TARGETING_EXPANSION", "AD_D
 class TwinPrior:
     """How many twins an episode has and of which causes.
 
-    ``unbinding_margin``: a twin budget cut leaves each campaign's allowed spend (budget x
-    overdelivery) at least this multiple of its typical spend (1.35: above a holiday week's
-    +30% demand and a day's noise). ``budget_cut_quantiles``: the quantiles of the cause's
+    ``unbinding_margin``: a twin budget cut leaves each campaign's unthrottled spend (budget
+    x ``config.unthrottled_spend``) at least this multiple of its typical spend (1.35: above a
+    holiday week's +30% demand and a day's noise). ``budget_cut_quantiles``: the quantiles of the cause's
     strength prior a twin cut is drawn from (the verifier keeps a BUDGET_CAP only where its cut
     binds, so accepted cuts sit in the prior's upper part: on ads_test accepted strengths run
     0.51-0.75 (p10-p90) of the prior's 0.15-0.8, quantiles 0.55-0.92; twins drawn from the whole
@@ -167,12 +167,14 @@ def _budget_twin(ctx: TwinContext, prior: TwinPrior, rng: np.random.Generator) -
     campaigns = [c for c in draw.extras["campaigns"] if c not in ctx.cut]
     if not campaigns:
         return None
-    least = prior.unbinding_margin / (factor * ctx.config.overdelivery)
+    least = prior.unbinding_margin / (factor * ctx.config.unthrottled_spend)
     spread = np.exp(rng.uniform(0.0, np.log(prior.headroom_spread), size=len(campaigns)))
     headroom = {c: float(max(ctx.state.headroom[c], least * f)) for c, f in zip(campaigns, spread)}
     draw = _recent(ctx, prior, replace(draw, strength=strength), rng)
-    edits = draw_edits("budget", draw, ctx.panel, ctx.specs, _hour(rng), campaigns=campaigns)
-    interventions = budget_interventions(campaigns, factor, draw.window, ctx.specs)
+    hour = _hour(rng)
+    edits = draw_edits("budget", draw, ctx.panel, ctx.specs, hour, campaigns=campaigns)
+    timing = timing_of(ctx.config, ctx.panel)  # edit_timing="hour": it acts from its hour
+    interventions = budget_interventions(campaigns, factor, draw.window, ctx.specs, timing, hour)
     details = {
         "campaigns": tuple(campaigns),
         "factor": factor,
@@ -225,9 +227,12 @@ def _bid_twin(ctx: TwinContext, prior: TwinPrior, rng: np.random.Generator) -> P
     q0, q1 = prior.bid_quantiles
     draw = replace(draw, strength=low + (q0 + (q1 - q0) * float(rng.random())) * (high - low))
     draw = _recent(ctx, prior, draw, rng)
-    edits = draw_edits("bid_modifier", draw, ctx.panel, ctx.specs, _hour(rng))
+    hour = _hour(rng)
+    edits = draw_edits("bid_modifier", draw, ctx.panel, ctx.specs, hour)
     if not edits:
         return None
+    if timing_of(ctx.config, ctx.panel) is not None:  # the point's builder reads the hour
+        draw = replace(draw, extras={**draw.extras, "hour": hour})
     interventions = tuple(point.interventions(draw))
     details = {"slice": draw.slice.canonical(), "strength": draw.strength}
     return Process("twin:BID_MODIFIER_CHANGE", interventions, tuple(edits), details)
@@ -236,8 +241,11 @@ def _bid_twin(ctx: TwinContext, prior: TwinPrior, rng: np.random.Generator) -> P
 def _targeting_twin(ctx: TwinContext, prior: TwinPrior, rng: np.random.Generator) -> Process | None:
     draw = _recent(ctx, prior, ctx.points["TARGETING_EXPANSION"].sample(rng, ctx.panel), rng)
     gain = float(rng.uniform(*prior.targeting_gain))
-    edits = draw_edits("targeting", draw, ctx.panel, ctx.specs, _hour(rng))
-    iv = Scale("targeting_eligibility", where=draw.slice, window=draw.window, factor=1.0 + gain)
+    hour = _hour(rng)
+    edits = draw_edits("targeting", draw, ctx.panel, ctx.specs, hour)
+    timing = timing_of(ctx.config, ctx.panel)
+    window = draw.window if timing is None else timing.window(draw.window, draw.slice, hour)
+    iv = Scale("targeting_eligibility", where=draw.slice, window=window, factor=1.0 + gain)
     details = {"slice": draw.slice.canonical(), "gain": gain}
     return Process("twin:TARGETING_EXPANSION", (iv,), tuple(edits), details)
 
