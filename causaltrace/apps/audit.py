@@ -4,7 +4,8 @@
     causaltrace-audit domain=ads datasets=[data/a,data/b] out=runs/audit results=[runs/teacher-a]
 
 Writes ``report.md`` and PNG figures into ``out``: the oracle ceiling, distinguishability, the
-channels causes move, leakage and shortcut probes, and difficulty curves (docs/audit.md).
+channels causes move, leakage and shortcut probes, difficulty curves, the per-cause rule probe and
+the learned probe (docs/audit.md).
 ``dataset=<path>`` is accepted as ``datasets=[<path>]``. User errors (an unknown dataset path
 or domain, a bad option) print one line and exit with status 2 (``--debug``: traceback).
 """
@@ -64,6 +65,11 @@ def audit_config(plain: dict, command: str = ""):
         rule_precision=opts.rule_precision,
         rule_recall=opts.rule_recall,
         rule_repeats=opts.rule_repeats,
+        learned=opts.learned,
+        learned_train=_paths(opts.learned_train, "learned_train"),
+        learned_heldout=_paths(opts.learned_heldout, "learned_heldout"),
+        learned_trees=opts.learned_trees,
+        learned_repeats=opts.learned_repeats,
         progress=opts.progress,
         command=command,
     )

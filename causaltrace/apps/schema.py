@@ -108,6 +108,11 @@ class AuditOptions:
     rule_precision: float = 0.85
     rule_recall: float = 0.3
     rule_repeats: int = 3
+    learned: bool = True
+    learned_train: Any = field(default_factory=list)
+    learned_heldout: Any = field(default_factory=list)
+    learned_trees: int = 500
+    learned_repeats: int = 5
     progress: bool = True
 
     def __post_init__(self) -> None:
@@ -122,6 +127,8 @@ class AuditOptions:
             ("rule_precision", 0),
             ("rule_recall", 0),
             ("rule_repeats", 1),
+            ("learned_trees", 1),
+            ("learned_repeats", 1),
         ):
             _at_least(self, name, minimum)
         if self.scan_alpha is not None and not 0 < self.scan_alpha < 1:

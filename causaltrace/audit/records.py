@@ -53,6 +53,7 @@ MAX_LEVELS = 30  # a text column with more distinct values in an episode is not 
 HOUR = np.timedelta64(60, "m")
 SAME_RATIO = 0.02  # two ratios within 2% of each other are "the same relative change"
 FAR_DAYS = 1000.0  # the days of a level with no row: far from the alert
+FAR_ROWS = 1000.0  # the position of a level with no row: far from the table's top
 
 _NUMBER = re.compile(
     r"^\s*(?P<sign>[+-]?)\s*[$\u20ac\u00a3]?\s*(?P<num>\d[\d,]*(?:\.\d+)?|\.\d+)"
@@ -65,6 +66,12 @@ STAT_FILL = {
     "max new/old": 1.0,
     "days from last row to data end": FAR_DAYS,
     "days from alert start to last row": -FAR_DAYS,
+    # the attributes of :mod:`causaltrace.audit.attributes` (the learned probe's)
+    "days from alert start to first row": -FAR_DAYS,
+    "hour of last row": -1.0,
+    "first position": FAR_ROWS,
+    "first position share": 1.0,
+    "newest rank by time": FAR_ROWS,
 }
 
 
@@ -404,6 +411,57 @@ def _data_end(tables: Mapping[str, pd.DataFrame]) -> np.datetime64 | None:
     return max(ends) if ends else None
 
 
+@dataclass(frozen=True)
+class EpisodeRecords:
+    """An episode's record tables as read (those of the named tables present), its alert lines
+    and their words, the alert window and the data's end: what every feature family reads."""
+
+    lines: tuple[str, ...]
+    words: tuple[str, ...]
+    window: AlertWindow
+    end: np.datetime64 | None
+    tables: Mapping[str, RecordTable]
+
+
+def read_records(
+    tables: Mapping[str, pd.DataFrame],
+    prompt: str,
+    record_tables: Sequence[str],
+    max_levels: int = MAX_LEVELS,
+) -> EpisodeRecords:
+    """The named record tables (those present) with their roles, and the prompt's alert lines.
+    Other tables are read for their text columns' value sets (which record columns are join
+    keys) and, when the alert names no window, their last time stamp (the data's end); never
+    for a metric."""
+    lines = alert_lines(prompt)
+    window = alert_window(lines)
+    end = window.end if window.end is not None else _data_end(tables)
+    present = [name for name in record_tables if name in tables]
+    columns = _text_columns(tables, max_levels) if present else {}
+    read = {}
+    for name in present:
+        elsewhere = [s for other, sets in columns.items() if other != name for s in sets]
+        read[name] = read_record_table(name, tables[name], max_levels, elsewhere)
+    return EpisodeRecords(tuple(lines), tuple(alert_tokens(lines)), window, end, read)
+
+
+def alert_features(episode: EpisodeRecords) -> dict[str, float]:
+    """The alert lines' count and words (KPI, scope, direction)."""
+    out: dict[str, float] = {"alert: lines": float(len(episode.lines))}
+    for word, count in Counter(episode.words).items():
+        out[f"alert: word {word!r}"] = float(count)
+    return out
+
+
+def table_features(table: RecordTable, episode: EpisodeRecords) -> dict[str, float]:
+    """A record table's counts, values, breadth and timing (not what the alert names)."""
+    out = count_features(table)
+    out.update(value_features(table))
+    out.update(breadth_features(table))
+    out.update(timing_features(table, episode.window, episode.end))
+    return out
+
+
 def record_features(
     tables: Mapping[str, pd.DataFrame],
     prompt: str,
@@ -411,26 +469,12 @@ def record_features(
     max_levels: int = MAX_LEVELS,
 ) -> dict[str, float]:
     """Every family of the module docstring for one episode: the named record tables (those
-    present) and the prompt's alert line(s). Other tables are read for their text columns'
-    value sets (which record columns are join keys) and, when the alert names no window, their
-    last time stamp (the data's end); never for a metric."""
-    lines = alert_lines(prompt)
-    words = alert_tokens(lines)
-    window = alert_window(lines)
-    end = window.end if window.end is not None else _data_end(tables)
-    out: dict[str, float] = {"alert: lines": float(len(lines))}
-    for word, count in Counter(words).items():
-        out[f"alert: word {word!r}"] = float(count)
-    present = [name for name in record_tables if name in tables]
-    columns = _text_columns(tables, max_levels) if present else {}
-    for name in present:
-        elsewhere = [s for other, sets in columns.items() if other != name for s in sets]
-        table = read_record_table(name, tables[name], max_levels, elsewhere)
-        out.update(count_features(table))
-        out.update(value_features(table))
-        out.update(breadth_features(table))
-        out.update(timing_features(table, window, end))
-        out.update(alert_match_features(table, set(words)))
+    present, :func:`read_records`) and the prompt's alert line(s)."""
+    episode = read_records(tables, prompt, record_tables, max_levels)
+    out = alert_features(episode)
+    for table in episode.tables.values():
+        out.update(table_features(table, episode))
+        out.update(alert_match_features(table, set(episode.words)))
     return out
 
 

@@ -179,7 +179,7 @@ def _choose(X: np.ndarray, y: np.ndarray, rng: np.random.Generator, **how):
     return _model(best.depth, rng, how["trees"]).fit(X, y), best
 
 
-def _usable(X: pd.DataFrame, min_support: int) -> pd.DataFrame:
+def usable_features(X: pd.DataFrame, min_support: int) -> pd.DataFrame:
     """Features that differ from "nothing there" in at least ``min_support`` episodes and are not
     constant, one per group of identical columns (the shortest name kept)."""
     keep = []
@@ -208,7 +208,7 @@ def rule_probe(
 ) -> RuleProbe:
     """Probe every cause of ``causes`` (module docstring). ``truths``: each episode's true causes
     (a concurrent episode counts as a positive of each of them)."""
-    X = _usable(X, min_support)
+    X = usable_features(X, min_support)
     matrix = X.to_numpy(dtype=np.float64)
     rules = []
     for cause in causes:

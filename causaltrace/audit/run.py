@@ -2,7 +2,8 @@
 
 Sections 1-5 and 7 (the per-cause rule probe) read the first dataset; section 6 (difficulty
 curves) reads them all (one line per dataset, e.g. one per difficulty tier) and overlays the
-agents' results if given.
+agents' results if given; section 8 (the learned probe) trains on its training splits (by
+default the audited datasets) and tests on its held-out splits.
 """
 
 from __future__ import annotations
@@ -23,7 +24,14 @@ from causaltrace.audit import distinguish as dist
 from causaltrace.audit import features as ft
 from causaltrace.audit import records as rec
 from causaltrace.audit.data import AuditDataset, read_agent_results
-from causaltrace.audit.markdown import Report, heatmap, rate_table
+from causaltrace.audit.learned import LearnedProbe, ProbeEpisode, episode_features, learned_probe
+from causaltrace.audit.markdown import (
+    Report,
+    heatmap,
+    learned_section,
+    learned_summary,
+    rate_table,
+)
 from causaltrace.audit.probes import ProbeResult, leakage_probe, shortcut_probe
 from causaltrace.audit.rules import RuleProbe, rule_probe
 from causaltrace.audit.stats import fmt_rate
@@ -57,6 +65,13 @@ class AuditConfig:
     rule_precision: float = 0.85
     rule_recall: float = 0.3
     rule_repeats: int = 3  # independent fold draws pooled into the rule probe's rates
+    # The learned probe (section 8): trained on learned_train (empty: the audited datasets),
+    # tested on learned_heldout (empty: cross-validation over the training episodes).
+    learned: bool = True
+    learned_train: tuple[str, ...] = ()
+    learned_heldout: tuple[str, ...] = ()
+    learned_trees: int = 500
+    learned_repeats: int = 5  # permutation importance: shuffles per feature
     progress: bool = True
     command: str = ""
 
@@ -69,6 +84,11 @@ class _Collected:
     summary: list[dict[str, float]] = field(default_factory=list)
     records: list[dict[str, float]] = field(default_factory=list)
     labels: list[Mapping[str, Any]] = field(default_factory=list)
+    # the learned probe's episodes, and the names and sizes of the splits they come from
+    probe_train: list[ProbeEpisode] = field(default_factory=list)
+    probe_heldout: list[ProbeEpisode] = field(default_factory=list)
+    train_splits: list[tuple[str, int]] = field(default_factory=list)
+    heldout_splits: list[tuple[str, int]] = field(default_factory=list)
 
 
 def _concurrent_set(rows: pd.DataFrame) -> str:
@@ -175,6 +195,51 @@ def _collect(ds: AuditDataset, cfg: AuditConfig, main: bool, into: _Collected) -
         bar.close()
 
 
+def _probe_episodes(ds: AuditDataset, cfg: AuditConfig) -> list[ProbeEpisode]:
+    """The learned probe's features of every episode of a dataset (its own domain's record
+    tables and alert day), with the label's cause and every true cause."""
+    domain = ds.domain
+    alert_day = domain.scm.panel.time.values[domain.alert_onset()]
+    records = record_tables_of(cfg, domain)
+    bar = _progress(len(ds), f"learned probe {ds.name}", cfg.progress)
+    out = []
+    for ep in ds:
+        features = episode_features(ep.tables(), ep.prompt(), records, alert_day)
+        out.append(ProbeEpisode(features, str(ep.label["cause"]), frozenset(_truths(ep.label))))
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    return out
+
+
+def _learned_splits(
+    cfg: AuditConfig, opened: Sequence[AuditDataset], cache: str, into: _Collected
+) -> None:
+    """Read the learned probe's training splits (default: the audited datasets) and held-out
+    splits; a split named in both is refused (the probe would be tested on its training data)."""
+    train = cfg.learned_train or cfg.datasets
+    both = {str(Path(p).resolve()) for p in train} & {
+        str(Path(p).resolve()) for p in cfg.learned_heldout
+    }
+    if both:
+        raise CausalTraceError(
+            f"learned_heldout names a training split of the learned probe: {sorted(both)}"
+        )
+    known = {str(Path(ds.root).resolve()): ds for ds in opened}
+    for paths, episodes, names in (
+        (train, into.probe_train, into.train_splits),
+        (cfg.learned_heldout, into.probe_heldout, into.heldout_splits),
+    ):
+        for path in paths:
+            ds = known.get(str(Path(path).resolve())) or AuditDataset(
+                path, cfg.domain, cache, cfg.episodes
+            )
+            mine = _probe_episodes(ds, cfg)
+            episodes.extend(mine)
+            names.append((ds.name, len(mine)))
+
+
 def _attach_agents(rows: pd.DataFrame, datasets: Sequence[AuditDataset], results) -> list[str]:
     """Add one 0/1 column per agent (its FullAttr@1 on the episodes of its dataset)."""
     names = []
@@ -216,6 +281,8 @@ def run_audit(cfg: AuditConfig) -> Path:
         collected = _Collected()
         for i, ds in enumerate(datasets):
             _collect(ds, cfg, i == 0, collected)
+        if cfg.learned:
+            _learned_splits(cfg, datasets, cache, collected)
     rows = pd.DataFrame(collected.rows)
     agents = _attach_agents(rows, datasets, cfg.results)
     main = datasets[0]
@@ -250,6 +317,7 @@ def _write(cfg, out, main, datasets, rows, agents, collected, rng) -> str:
     shortcut = shortcut_probe(
         ft.frame_of(collected.summary), y, rng, depth=cfg.tree_depth, folds=cfg.folds
     )
+    learned = _learned(cfg, causes, collected, rng)
     r = Report(f"Audit of {', '.join(d.name for d in datasets)} (domain {domain.name})")
     r.p("Produced by:")
     r.code(cfg.command or "causaltrace-audit", "bash")
@@ -258,18 +326,46 @@ def _write(cfg, out, main, datasets, rows, agents, collected, rng) -> str:
         f"Episodes audited: {len(first)} of {main.name}{limit}. See docs/audit.md for what each "
         "section estimates and its limits."
     )
-    _summary(r, first, (leak, size, decoy), shortcut, chance, cfg.tree_depth, rules)
+    _summary(r, first, (leak, size, decoy), shortcut, chance, cfg.tree_depth, rules, learned)
     _ceiling(r, rows, first, main)
     _distinguish(r, out, domain, first, causes, rng)
     _channels(r, out, domain, collected.labels, cfg.channel_threshold)
     _probes(r, (leak, size, decoy), shortcut)
     _curves(r, out, rows, agents)
     _rules(r, rules, record_tables_of(cfg, domain))
+    if learned is not None:
+        learned_section(r, learned, collected.train_splits, collected.heldout_splits)
     return r.text()
 
 
+def _learned(cfg: AuditConfig, causes, collected: _Collected, rng) -> LearnedProbe | None:
+    """The learned probe (section 8), on a stream of its own spawned after the rule probe's
+    (the other sections' draws are unchanged by it); None when switched off or too few causes."""
+    causes_seen = {e.cause for e in collected.probe_train}
+    if not cfg.learned or len(causes_seen) < 2:
+        return None
+    return learned_probe(
+        collected.probe_train,
+        collected.probe_heldout,
+        causes,
+        rng.spawn(1)[0],
+        folds=cfg.folds,
+        trees=cfg.learned_trees,
+        min_precision=cfg.rule_precision,
+        min_recall=cfg.rule_recall,
+        repeats=cfg.learned_repeats,
+    )
+
+
 def _summary(
-    r: Report, first, leaks, shortcut: ProbeResult, chance, depth: int, rules: RuleProbe
+    r: Report,
+    first,
+    leaks,
+    shortcut: ProbeResult,
+    chance,
+    depth: int,
+    rules: RuleProbe,
+    learned: LearnedProbe | None,
 ) -> None:
     leak, size, decoy = leaks
     r.h("Summary")
@@ -294,6 +390,8 @@ def _summary(
     ]
     for rule in rules.shortcuts:
         lines.append(f"  - **shortcut**: {rule.cause}: {_rule_rates(rule)}")
+    if learned is not None:
+        lines += learned_summary(learned)
     r.p("\n".join(lines))
 
 
