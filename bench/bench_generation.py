@@ -42,6 +42,7 @@ STAGES = (
     "verify",
     "cause shares",
     "oracle",
+    "change shares",
 )
 
 
@@ -56,6 +57,7 @@ class StageClock:
         "verify_episode": "verify",
         "cause_alert_shares": "cause shares",
         "oracle_measurements": "oracle",
+        "attribute_changes": "change shares",
     }
 
     def __init__(self):
