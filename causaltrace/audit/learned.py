@@ -267,11 +267,17 @@ def _folds(
     if n_train < len(episodes):
         return [_Fold(np.arange(n_train), np.arange(n_train, len(episodes)))]
     # lazy: scikit-learn takes ~1 s to import; only the probes use it
-    from sklearn.model_selection import StratifiedKFold
+    from sklearn.model_selection import KFold, StratifiedKFold
 
     y = np.array([e.cause for e in episodes])
-    k = max(2, min(folds, len(y) // 2))
-    splitter = StratifiedKFold(n_splits=k, shuffle=True, random_state=_seed(rng))
+    largest = int(np.unique(y, return_counts=True)[1].max())
+    # Stratified folds need a cause with at least as many episodes as folds (scikit-learn
+    # refuses otherwise); with every cause once (a dozen episodes audited), plain folds.
+    k = max(2, min(folds, len(y) // 2, largest))
+    if largest < 2:
+        splitter = KFold(n_splits=min(folds, len(y)), shuffle=True, random_state=_seed(rng))
+    else:
+        splitter = StratifiedKFold(n_splits=k, shuffle=True, random_state=_seed(rng))
     with warnings.catch_warnings():  # a cause with fewer episodes than folds: stratified anyway
         warnings.simplefilter("ignore", UserWarning)
         return [_Fold(a, b) for a, b in splitter.split(np.zeros(len(y)), y)]
@@ -300,6 +306,9 @@ def _brier(y: np.ndarray, score: np.ndarray) -> np.ndarray:
     return ((score - y) ** 2).mean(axis=0)
 
 
+IMPORTANCE_BATCH_CELLS = 20_000_000  # shuffled matrix cells scored per forest call (160 MB)
+
+
 def _importance(
     model,
     X_test: np.ndarray,
@@ -316,13 +325,21 @@ def _importance(
     classes = [str(c) for c in model.classes_]
     y = np.array([[c in t for c in classes] for t in test_truths], dtype=np.float64)
     before = _brier(y, model.predict_proba(X_test))
+    n = len(X_test)
+    # Every (candidate, shuffle) in order, the permutations drawn as one loop would draw them;
+    # the shuffled copies are scored in batches: one forest call per batch, not per shuffle
+    # (a call walks every tree in Python, which dominated the probe's time on small splits).
+    jobs = [(k, r, j, rng.permutation(n)) for k, j in enumerate(candidates) for r in range(repeats)]
+    per_batch = max(1, IMPORTANCE_BATCH_CELLS // max(n * X_test.shape[1], 1))
     rises = np.zeros((len(candidates), repeats, len(classes)))
-    shuffled = X_test.copy()
-    for k, j in enumerate(candidates):
-        for r in range(repeats):
-            shuffled[:, j] = X_test[rng.permutation(len(X_test)), j]
-            rises[k, r] = _brier(y, model.predict_proba(shuffled)) - before
-        shuffled[:, j] = X_test[:, j]
+    for start in range(0, len(jobs), per_batch):
+        batch = jobs[start : start + per_batch]
+        stacked = np.tile(X_test, (len(batch), 1))
+        for b, (_, _, j, order) in enumerate(batch):
+            stacked[b * n : (b + 1) * n, j] = X_test[order, j]
+        proba = model.predict_proba(stacked).reshape(len(batch), n, -1)
+        for b, (k, r, _, _) in enumerate(batch):
+            rises[k, r] = _brier(y, proba[b]) - before
     return {
         c: [(names[j], rises[k, :, i]) for k, j in enumerate(candidates)]
         for i, c in enumerate(classes)

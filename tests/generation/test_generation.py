@@ -25,7 +25,20 @@ from causaltrace.episodes.change_shares import attribute_changes
 from causaltrace.episodes.composition import assignments
 from causaltrace.errors import CausalTraceError
 
-SMOKE = ["domain=ads_small", "dataset=ads_smoke", "progress=false"]
+# The README's smoke split (its config, the default verifier) at half its size: 12 episodes in
+# three shards of 4, enough for two workers, a kill between shards and a resume; half the
+# generation time of these tests (each generates the split once or more).
+N_SMOKE = 12
+SMOKE = [
+    "domain=ads_small",
+    "dataset=ads_smoke",
+    "progress=false",
+    f"dataset.n_episodes={N_SMOKE}",
+    f"dataset.composition.total={N_SMOKE}",
+    "dataset.composition.sliced=8",
+    "dataset.composition.two_d=3",
+    "dataset.shard_size=4",
+]
 ENGINE_CONF = os.path.dirname(causaltrace.conf.__file__)  # generate.yaml, verifier/...
 ADS_CONF = os.path.dirname(causaltrace_domains.ads.conf.__file__)  # the ads presets
 
@@ -81,7 +94,7 @@ def test_resume_after_kill_mid_shard(one_worker, tmp_path):
     deadline = time.time() + 300
     while time.time() < deadline and not (done_dir.exists() and any(done_dir.iterdir())):
         time.sleep(0.05)
-    time.sleep(0.3)  # well inside the next shard (a shard of 8 takes about a second)
+    time.sleep(0.3)  # well inside the next shard (a shard of 4 takes several seconds)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     finished = len(list(done_dir.iterdir()))
@@ -96,7 +109,7 @@ def test_manifest_records_config_and_checksums(one_worker):
     import json
 
     manifest = json.loads((one_worker / "manifest.json").read_text())
-    assert manifest["n_episodes"] == 24 and manifest["split"] == "smoke"
+    assert manifest["n_episodes"] == N_SMOKE and manifest["split"] == "smoke"
     assert manifest["config"]["domain"]["preset"] == "small"
     for shard in manifest["shards"]:
         for rel, digest in shard["files"].items():
@@ -106,7 +119,7 @@ def test_manifest_records_config_and_checksums(one_worker):
 def test_public_files_hold_no_label_or_seed(one_worker):
     layout = DatasetLayout(one_worker)
     labels = layout.all_labels()
-    assert len(labels) == 24 and len({row["episode_id"] for row in labels}) == 24
+    assert len(labels) == N_SMOKE and len({row["episode_id"] for row in labels}) == N_SMOKE
     names = None
     for row in layout.all_index():
         assert set(row) == {"episode_id", "prompt"}
@@ -122,7 +135,7 @@ def test_lazy_and_materialized_episodes_are_byte_identical(one_worker, tmp_path)
     lazy = tmp_path / "lazy"
     generate_cli(lazy, "dataset.materialize=false")
     assert not (lazy / "public" / "episodes").exists()
-    for episode in ("smoke-000000", "smoke-000013", "smoke-000023"):
+    for episode in ("smoke-000000", "smoke-000006", "smoke-000011"):
         rebuilt = open_episode(lazy, episode, cache_dir=tmp_path / "cache")
         stored = open_episode(one_worker, episode)
         assert dataset_files(rebuilt) == dataset_files(stored), episode
@@ -265,7 +278,7 @@ def test_partial_writes_of_a_killed_shard_are_cleared(one_worker, tmp_path):
     (out / "manifest.json").unlink()
     stale = [
         out / "private" / "labels" / ".shard-00001.jsonl.abc123.tmp",
-        out / "public" / "episodes" / "smoke-000009" / ".perf_daily.parquet.x1.tmp",
+        out / "public" / "episodes" / "smoke-000005" / ".perf_daily.parquet.x1.tmp",  # shard 1
         out / ".manifest.json.k9x2.tmp",  # a kill while the last worker wrote the manifest
     ]
     for path in stale:
