@@ -74,6 +74,8 @@ def test_audit_writes_the_report_and_figures(dataset, tmp_path):
         "## 4. Leakage probe",
         "## 5. Shortcut probe",
         "## 6. Difficulty curves",
+        "## 7. Per-cause rule probe",
+        "## 8. Learned probe",
     ):
         assert heading in text, heading
     # the oracle's ceilings per dataset, the set ceiling on concurrent episodes beside them
@@ -90,7 +92,11 @@ def test_audit_writes_the_report_and_figures(dataset, tmp_path):
 
 @pytest.mark.slow
 def test_episodes_option_limits_the_audit(dataset, tmp_path):
-    done = audit("domain=example", f"dataset={dataset}", f"out={tmp_path}", "episodes=8")
+    # learned=false: the episode limit is what is read here (the learned probe, on by default,
+    # runs in the test above and in tests/audit/test_audit_learned.py)
+    done = audit(
+        "domain=example", f"dataset={dataset}", f"out={tmp_path}", "episodes=8", "learned=false"
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Episodes audited: 8 of tiny" in (tmp_path / "report.md").read_text()
 
