@@ -177,7 +177,7 @@ def open_costs(tmp: Path, preset: str, n: int) -> dict[str, float]:
     domain = dataset_domain(lazy)
     times: dict[str, list[float]] = {k: [] for k in OPEN_KINDS}
     for i in range(n):
-        episode = f"smoke-{i:06d}"
+        episode = f"ads_smoke-{i:06d}"
         t = time.perf_counter()
         read_episode_tables(open_episode(frozen, episode))
         times["materialized: read tables"].append(time.perf_counter() - t)
@@ -205,7 +205,7 @@ async def agent_ready_costs(tmp: Path, frozen: Path, lazy: Path, n: int) -> dict
     out: dict[str, list[float]] = {"materialized: tools ready": [], "lazy: tools ready": []}
     async with ToolRuntime(ToolConfig(warm_workers=2)) as runtime:
         for i in range(n):
-            episode = f"smoke-{i:06d}"
+            episode = f"ads_smoke-{i:06d}"
             for kind, source in (("materialized", frozen), ("lazy", lazy)):
                 await runtime.wait_warm(timeout=300)
                 t = time.perf_counter()

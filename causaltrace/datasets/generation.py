@@ -93,6 +93,9 @@ from causaltrace.episodes.verify import (
 from causaltrace.errors import CausalTraceError
 
 FORMAT = "causaltrace-dataset/1"
+# How episode ids are formed (DatasetSettings.id_scheme): from the dataset and domain names, or
+# from the split alone (splits made before ids were unique across splits and domains).
+ID_SCHEMES = ("dataset", "split")
 # Parts of the causaltrace package that take no part in generating a dataset: editing them
 # does not change the generator's fingerprint.
 _NOT_GENERATOR = frozenset(
@@ -185,6 +188,11 @@ class DatasetSettings:
         max_attempts: Attempts per episode before generation fails; 40 by default.
         difficulty: A difficulty tier's knobs (see
             :class:`~causaltrace.episodes.difficulty.Difficulty`); none by default.
+        id_scheme: How episode ids are formed: ``"dataset"`` (the default) from the dataset's
+            name and the domain's, unique across splits and domains (``ads_test-000012``);
+            ``"split"`` from the split alone (``test-000012``), the scheme of splits made
+            before it existed, which repeats across splits and domains. A manifest records the
+            key only when it is ``"dataset"``, so an older manifest reads back as ``"split"``.
     """
 
     name: str
@@ -198,6 +206,7 @@ class DatasetSettings:
     # A difficulty tier (causaltrace/episodes/difficulty.py): moved into the domain's config by Job, so
     # that every rebuild of an episode from the manifest sees the same priors.
     difficulty: Mapping[str, Any] | None = None
+    id_scheme: str = "dataset"
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> DatasetSettings:
@@ -231,6 +240,30 @@ class DatasetSettings:
             raise CausalTraceError(
                 "dataset config: n_episodes, shard_size and max_attempts must be >= 1"
             )
+        if self.id_scheme not in ID_SCHEMES:
+            raise CausalTraceError(
+                f"dataset config: id_scheme must be one of {list(ID_SCHEMES)}, "
+                f"got {self.id_scheme!r}"
+            )
+
+    def record(self) -> dict[str, Any]:
+        """The settings as a manifest states them: ``id_scheme`` only when it is not the
+        legacy ``"split"`` (a manifest written before the key existed reads back unchanged)."""
+        out = asdict(self)
+        if out["id_scheme"] == "split":
+            del out["id_scheme"]
+        return out
+
+    @classmethod
+    def from_record(cls, data: Mapping[str, Any]) -> DatasetSettings:
+        """The settings a manifest states (no ``id_scheme``: the legacy ``"split"``)."""
+        return cls.from_mapping({"id_scheme": "split", **data})
+
+    def episode_id(self, domain: str, index: int) -> str:
+        """Episode ``index``'s public id under this split's scheme."""
+        if self.id_scheme == "split":
+            return episode_id(self.split, index)
+        return episode_id(self.name, index, domain)
 
 
 @dataclass(frozen=True)
@@ -315,7 +348,7 @@ class Job:
         job = cls(
             str(out_dir),
             dict(config["domain"]),
-            DatasetSettings.from_mapping(config["dataset"]),
+            DatasetSettings.from_record(config["dataset"]),
             VerifierConfig(**verifier),
             {"out_dir": str(out_dir), **plain_data(config)},
         )
@@ -347,12 +380,16 @@ class Job:
         size = self.dataset.shard_size
         return range(shard * size, min((shard + 1) * size, self.dataset.n_episodes))
 
+    def episode_id(self, index: int) -> str:
+        """Episode ``index``'s public id (:meth:`DatasetSettings.episode_id`)."""
+        return self.dataset.episode_id(str(self.domain.get("name")), index)
+
     def config_record(self) -> dict[str, Any]:
         """The config that decides the dataset's bytes (as the manifest states it)."""
         return plain_data(
             {
                 "domain": dict(self.domain),
-                "dataset": asdict(self.dataset),
+                "dataset": self.dataset.record(),
                 "verifier": self.verifier.record(),
             }
         )
@@ -671,7 +708,7 @@ def episode_spec(job: Job, plan, index: int) -> EpisodeSpec:
     ds = job.dataset
     assignment = plan[index]
     return EpisodeSpec(
-        episode_id(ds.split, index),
+        job.episode_id(index),
         ds.split,
         index,
         ds.seed,
@@ -769,7 +806,7 @@ def _clear_partial_writes(job: Job, layout: DatasetLayout, shard: int) -> None:
             for stale in target.parent.glob(f"{prefix}*.tmp"):
                 stale.unlink(missing_ok=True)
     for index in job.shard_range(shard):
-        directory = layout.episode_dir(episode_id(job.dataset.split, index))
+        directory = layout.episode_dir(job.episode_id(index))
         if directory.is_dir():
             for stale in directory.glob(".*.tmp"):
                 stale.unlink(missing_ok=True)

@@ -101,13 +101,23 @@ class Episode:
         return (self.draw, *self.also)
 
 
-def episode_id(split: str, index: int) -> str:
-    """Public episode id: the split and index, nothing about the cause.
+def episode_id(split: str, index: int, domain: str | None = None) -> str:
+    """Public episode id: where the episode comes from and its index, nothing about the cause.
+
+    With ``domain`` (a dataset's own ids, :class:`~causaltrace.datasets.generation.DatasetSettings`
+    ``id_scheme="dataset"``), ``split`` is the dataset's name and the id names the domain too,
+    so that ids are unique across every split and domain: ``ads_test-000012`` (a name that
+    starts with its domain's name is not prefixed again), ``example-smoke-000012`` otherwise.
+    Without it, the split and index alone (``test-000012``: the committed splits' scheme, which
+    repeats across splits and domains).
 
     Args:
-        split: The split's name.
+        split: The split's name, or with ``domain`` the dataset's name.
         index: The episode's index in the split.
+        domain: The domain's name, to qualify the id.
     """
+    if domain is not None and not split.startswith(f"{domain}_") and split != domain:
+        split = f"{domain}-{split}"
     return f"{split}-{index:06d}"
 
 

@@ -261,11 +261,17 @@ def test_debug_and_hydra_full_error_show_the_traceback(tmp_path):
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["{ds}", "ex-999999"], "has no episode 'ex-999999' (4 episodes: ex-000000 ... ex-000003)"),
-        (["{ds}/missing", "ex-000000"], "no such dataset directory"),
-        (["{ds}/done", "ex-000000"], "is not a dataset directory"),
-        (["{ds}", "ex-000000", "--plot", "/proc/no/kpi.png"], "/proc/no/kpi.png: No such file"),
-        (["{ds}", "ex-000000", "--rows", "x"], None),  # argparse's own one-line usage error
+        (
+            ["{ds}", "example-ex-999999"],
+            "has no episode 'example-ex-999999' (4 episodes: example-ex-000000 ... example-ex-000003)",
+        ),
+        (["{ds}/missing", "example-ex-000000"], "no such dataset directory"),
+        (["{ds}/done", "example-ex-000000"], "is not a dataset directory"),
+        (
+            ["{ds}", "example-ex-000000", "--plot", "/proc/no/kpi.png"],
+            "/proc/no/kpi.png: No such file",
+        ),
+        (["{ds}", "example-ex-000000", "--rows", "x"], None),  # argparse's own one-line usage error
     ],
 )
 @pytest.mark.slow
@@ -282,7 +288,7 @@ def test_inspect_user_errors_are_one_line(finished, args, expected):
 
 
 def test_inspect_still_shows_an_episode(finished):
-    done = command("inspect", str(finished), "ex-000001")
+    done = command("inspect", str(finished), "example-ex-000001")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "== prompt" in done.stdout
 
@@ -356,7 +362,7 @@ def test_eval_without_a_model_says_so(finished, tmp_path):
             "concurrency: Value 'abc' of type 'str' could not be converted to Integer",
         ),
         (["concurrency=0"], "concurrency must be >= 1, got 0"),
-        (["episodes=[ex-000000,nope]"], "no episode(s) ['nope']"),
+        (["episodes=[example-ex-000000,nope]"], "no episode(s) ['nope']"),
         (["agent=nobody"], "Could not find 'agent/nobody'"),
         (["agent.name=nobody"], "unknown agent 'nobody'"),
         (["tools.sql_timeoutt=3"], "Could not override 'tools.sql_timeoutt'"),

@@ -48,7 +48,7 @@ def correct_answer(source: DatasetSource, episode: str) -> dict:
 
 def test_gym_episode_scores_the_right_answer(dataset):
     with DiagnosisEnv(dataset) as env:
-        prompt, info = env.reset(options={"episode": "envtest-000002"})
+        prompt, info = env.reset(options={"episode": "ads-envtest-000002"})
         assert "ALERT:" in prompt and {t["function"]["name"] for t in info["tools"]} == {
             "sql",
             "python",
@@ -62,7 +62,7 @@ def test_gym_episode_scores_the_right_answer(dataset):
         obs, *_ = env.step({"name": "python", "arguments": {"code": "print(n * 10)"}})
         # 4 campaigns x (2 ads + an old paused one): the namespace persists between calls
         assert obs.strip() == "120"
-        answer = correct_answer(env.source, "envtest-000002")
+        answer = correct_answer(env.source, "ads-envtest-000002")
         obs, reward, terminated, truncated, info = env.step({"name": "submit", "arguments": answer})
         assert terminated and not truncated and reward == pytest.approx(1.0)
         assert "reward" not in obs and "1.0" not in obs  # the agent is not told its score
@@ -93,8 +93,8 @@ def test_a_malformed_submit_is_answered_and_retried_when_the_reward_says_so(data
         "parse": {"retry_malformed_submit": True},
     }
     with DiagnosisEnv(dataset, EnvConfig(max_tool_calls=3, reward=reward)) as env:
-        env.reset(options={"episode": "envtest-000002"})
-        answer = correct_answer(env.source, "envtest-000002")
+        env.reset(options={"episode": "ads-envtest-000002"})
+        answer = correct_answer(env.source, "ads-envtest-000002")
         bad = {"root_cause": answer["root_cause"], "slice": "device=toaster"}
         obs, reward_now, terminated, truncated, info = env.step(
             {"name": "submit", "arguments": bad}
@@ -107,7 +107,7 @@ def test_a_malformed_submit_is_answered_and_retried_when_the_reward_says_so(data
         assert info["reward"]["malformed_submit"] == -1.0
     # Without retries the first (malformed) submit ends the episode, as before.
     with DiagnosisEnv(dataset, EnvConfig(max_tool_calls=3)) as env:
-        env.reset(options={"episode": "envtest-000002"})
+        env.reset(options={"episode": "ads-envtest-000002"})
         _, score, terminated, _, info = env.step({"name": "submit", "arguments": bad})
         assert terminated and score == 0.0 and "toaster" in info["parse_error"]
 
@@ -115,7 +115,7 @@ def test_a_malformed_submit_is_answered_and_retried_when_the_reward_says_so(data
 def test_retries_of_a_malformed_submit_stop_at_the_budget(dataset):
     reward = {"parse": {"retry_malformed_submit": True}}
     with DiagnosisEnv(dataset, EnvConfig(max_tool_calls=2, reward=reward)) as env:
-        env.reset(options={"episode": "envtest-000002"})
+        env.reset(options={"episode": "ads-envtest-000002"})
         bad = {"root_cause": "NOT_A_CAUSE"}
         for _ in range(2):
             _, _, terminated, truncated, _ = env.step({"name": "submit", "arguments": bad})
@@ -160,7 +160,7 @@ def test_labels_and_private_files_never_reach_the_tools(dataset):
     source = DatasetSource(dataset)
     label_text = "".join(p.read_text() for p in (dataset / "private" / "labels").iterdir())
     with DiagnosisEnv(source) as env:
-        env.reset(options={"episode": "envtest-000001"})
+        env.reset(options={"episode": "ads-envtest-000001"})
         probes = [
             {"name": "python", "arguments": {"code": "import os; print(os.listdir('/'))"}},
             {  # walk the whole file system the sandbox sees (os.walk: 0.4 s for ~140k files;
@@ -182,7 +182,7 @@ def test_labels_and_private_files_never_reach_the_tools(dataset):
             },
         ]
         outputs = [env.step(p)[0] for p in probes]
-    label = source.label("envtest-000001")
+    label = source.label("ads-envtest-000001")
     walked, found = outputs[1].strip().split(" ", 1)
     assert int(walked) > 1000 and found == "[]"  # the walk ran; nothing of private/ is there
     for out in outputs:
@@ -195,17 +195,19 @@ def test_transcript_is_written_and_replayable(dataset, tmp_path):
     config = EnvConfig(transcript_dir=str(tmp_path))
     source = DatasetSource(dataset)
     with DiagnosisEnv(source, config) as env:
-        env.reset(options={"episode": "envtest-000004"})
+        env.reset(options={"episode": "ads-envtest-000004"})
         env.step({"name": "sql", "arguments": {"query": "SELECT count(*) FROM creatives"}})
-        env.step({"name": "submit", "arguments": correct_answer(source, "envtest-000004")})
-        env.reset(options={"episode": "envtest-000005"})  # closes (and writes) the first one
-    lines = [json.loads(x) for x in (tmp_path / "envtest-000004.jsonl").read_text().splitlines()]
+        env.step({"name": "submit", "arguments": correct_answer(source, "ads-envtest-000004")})
+        env.reset(options={"episode": "ads-envtest-000005"})  # closes (and writes) the first one
+    lines = [
+        json.loads(x) for x in (tmp_path / "ads-envtest-000004.jsonl").read_text().splitlines()
+    ]
     meta, messages = lines[0], lines[1:]
     assert meta["type"] == "meta" and meta["result"]["reward"]["score"] == pytest.approx(1.0)
     assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant", "tool"]
     # Replaying the recorded tool calls in a fresh environment gives the same observations.
     with DiagnosisEnv(source) as env:
-        env.reset(options={"episode": "envtest-000004"})
+        env.reset(options={"episode": "ads-envtest-000004"})
         call = messages[1]["tool_calls"][0]["function"]
         obs, *_ = env.step({"name": call["name"], "arguments": call["arguments"]})
         assert obs == messages[2]["content"]
@@ -239,7 +241,7 @@ def test_random_agent_runs_through_the_session(dataset):
     async def main():
         async with (
             ToolRuntime(ToolConfig()) as runtime,
-            DiagnosisSession(runtime, source, "envtest-000000") as session,
+            DiagnosisSession(runtime, source, "ads-envtest-000000") as session,
         ):
             await agent.run(session, np.random.default_rng(0))
             return session.done, session.result

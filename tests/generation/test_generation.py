@@ -39,6 +39,11 @@ SMOKE = [
     "dataset.composition.two_d=3",
     "dataset.shard_size=4",
 ]
+# The tests of the machinery (resume, rays, lazy rebuilds, partial writes) read no share: they
+# run on the smoke split made with the committed splits' verifier (alert_only), a third of the
+# default verifier's cost (it attributes every change of every accepted episode); the default
+# verifier's own bytes are checked across workers by test_one_and_two_workers_write_the_same_bytes.
+FAST = ("verifier=alert_only",)
 ENGINE_CONF = os.path.dirname(causaltrace.conf.__file__)  # generate.yaml, verifier/...
 ADS_CONF = os.path.dirname(causaltrace_domains.ads.conf.__file__)  # the ads presets
 
@@ -76,6 +81,13 @@ def one_worker(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def fast_worker(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("fast") / "ds"
+    generate_cli(out, *FAST)
+    return out
+
+
 @pytest.mark.slow
 def test_one_and_two_workers_write_the_same_bytes(one_worker, tmp_path):
     two = tmp_path / "two"
@@ -87,9 +99,9 @@ def test_one_and_two_workers_write_the_same_bytes(one_worker, tmp_path):
 
 
 @pytest.mark.slow
-def test_resume_after_kill_mid_shard(one_worker, tmp_path):
+def test_resume_after_kill_mid_shard(fast_worker, tmp_path):
     out = tmp_path / "killed"
-    proc = generate_cli(out, wait=False)
+    proc = generate_cli(out, *FAST, wait=False)
     done_dir = out / "done"
     deadline = time.time() + 300
     while time.time() < deadline and not (done_dir.exists() and any(done_dir.iterdir())):
@@ -100,8 +112,8 @@ def test_resume_after_kill_mid_shard(one_worker, tmp_path):
     finished = len(list(done_dir.iterdir()))
     assert 1 <= finished < 3, "the kill should land before the last shard"
     assert not (out / "manifest.json").exists()
-    generate_cli(out)
-    assert dataset_files(out) == dataset_files(one_worker)
+    generate_cli(out, *FAST)
+    assert dataset_files(out) == dataset_files(fast_worker)
 
 
 def test_manifest_records_config_and_checksums(one_worker):
@@ -131,18 +143,18 @@ def test_public_files_hold_no_label_or_seed(one_worker):
 
 
 @pytest.mark.slow
-def test_lazy_and_materialized_episodes_are_byte_identical(one_worker, tmp_path):
+def test_lazy_and_materialized_episodes_are_byte_identical(fast_worker, tmp_path):
     lazy = tmp_path / "lazy"
-    generate_cli(lazy, "dataset.materialize=false")
+    generate_cli(lazy, *FAST, "dataset.materialize=false")
     assert not (lazy / "public" / "episodes").exists()
-    for episode in ("smoke-000000", "smoke-000006", "smoke-000011"):
+    for episode in ("ads_smoke-000000", "ads_smoke-000006", "ads_smoke-000011"):
         rebuilt = open_episode(lazy, episode, cache_dir=tmp_path / "cache")
-        stored = open_episode(one_worker, episode)
+        stored = open_episode(fast_worker, episode)
         assert dataset_files(rebuilt) == dataset_files(stored), episode
 
 
 def test_frozen_split_loads_the_same_after_the_generator_changes(one_worker, monkeypatch):
-    before = dataset_files(open_episode(one_worker, "smoke-000005"))
+    before = dataset_files(open_episode(one_worker, "ads_smoke-000005"))
 
     def changed_generator(*args, **kwargs):
         raise AssertionError("opening a frozen episode must not run the generator")
@@ -150,7 +162,7 @@ def test_frozen_split_loads_the_same_after_the_generator_changes(one_worker, mon
     monkeypatch.setattr("causaltrace.datasets.reading.build_episode", changed_generator)
     monkeypatch.setattr("causaltrace.datasets.reading.build_visible", changed_generator)
     monkeypatch.setattr("causaltrace_domains.ads.domain.AdsDomain.render", changed_generator)
-    assert dataset_files(open_episode(one_worker, "smoke-000005")) == before
+    assert dataset_files(open_episode(one_worker, "ads_smoke-000005")) == before
 
 
 def test_splits_are_disjoint_by_construction():
@@ -168,6 +180,7 @@ def test_split_indices_do_not_overlap_in_data(tmp_path):
     train, test = tmp_path / "train", tmp_path / "test"
     generate_cli(
         train,
+        *FAST,
         "dataset.split=train",
         "dataset.n_episodes=4",
         "dataset.composition.total=4",
@@ -176,6 +189,7 @@ def test_split_indices_do_not_overlap_in_data(tmp_path):
     )
     generate_cli(
         test,
+        *FAST,
         "dataset.split=test",
         "dataset.n_episodes=4",
         "dataset.composition.total=4",
@@ -183,8 +197,13 @@ def test_split_indices_do_not_overlap_in_data(tmp_path):
         "dataset.composition.two_d=1",
     )
     for i in range(4):
-        a = (train / "public" / "episodes" / f"train-{i:06d}" / "perf_daily.parquet").read_bytes()
-        b = (test / "public" / "episodes" / f"test-{i:06d}" / "perf_daily.parquet").read_bytes()
+        # One dataset name, two splits: the same ids, the episodes of two split seeds.
+        a = (
+            train / "public" / "episodes" / f"ads_smoke-{i:06d}" / "perf_daily.parquet"
+        ).read_bytes()
+        b = (
+            test / "public" / "episodes" / f"ads_smoke-{i:06d}" / "perf_daily.parquet"
+        ).read_bytes()
         assert a != b
 
 
@@ -239,11 +258,11 @@ def test_unknown_domain_key_is_named(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.ray
-def test_ray_tasks_write_the_same_bytes(one_worker, tmp_path):
+def test_ray_tasks_write_the_same_bytes(fast_worker, tmp_path):
     pytest.importorskip("ray", reason="the Ray path needs the 'ray' extra (CI installs it)")
     out = tmp_path / "ray"
-    generate_cli(out, "executor=ray", "num_workers=2", "ray.num_cpus=2")
-    a, b = dataset_files(one_worker), dataset_files(out)
+    generate_cli(out, *FAST, "executor=ray", "num_workers=2", "ray.num_cpus=2")
+    a, b = dataset_files(fast_worker), dataset_files(out)
     assert a.keys() == b.keys() and [k for k in a if a[k] != b[k]] == []
 
 
@@ -254,42 +273,42 @@ def test_frozen_split_without_tables_rebuilds_or_fails_loudly(one_worker, tmp_pa
 
     shipped = tmp_path / "shipped"
     shutil.copytree(one_worker, shipped, ignore=shutil.ignore_patterns("episodes"))
-    rebuilt = open_episode(shipped, "smoke-000004")
-    assert dataset_files(rebuilt) == dataset_files(one_worker / "public/episodes/smoke-000004")
+    rebuilt = open_episode(shipped, "ads_smoke-000004")
+    assert dataset_files(rebuilt) == dataset_files(one_worker / "public/episodes/ads_smoke-000004")
 
     from causaltrace_domains.ads.domain import AdsDomain
 
     original = AdsDomain.task_prompt
     monkeypatch.setattr(AdsDomain, "task_prompt", lambda self, t: original(self, t) + " ")
     with pytest.raises(CausalTraceError, match=r"prompt.txt.*generator changed"):
-        open_episode(shipped, "smoke-000007")
+        open_episode(shipped, "ads_smoke-000007")
 
 
 @pytest.mark.slow
-def test_partial_writes_of_a_killed_shard_are_cleared(one_worker, tmp_path):
+def test_partial_writes_of_a_killed_shard_are_cleared(fast_worker, tmp_path):
     """A kill in the middle of an atomic write leaves a temporary file beside its target; the
     re-run of that shard removes it (and the manifest's writer removes a killed manifest
     write's), so the finished dataset has no extra file."""
     import shutil
 
     out = tmp_path / "partial"
-    shutil.copytree(one_worker, out, ignore=shutil.ignore_patterns(".hydra"))
+    shutil.copytree(fast_worker, out, ignore=shutil.ignore_patterns(".hydra"))
     (out / "done" / "shard-00001.json").unlink()
     (out / "manifest.json").unlink()
     stale = [
         out / "private" / "labels" / ".shard-00001.jsonl.abc123.tmp",
-        out / "public" / "episodes" / "smoke-000005" / ".perf_daily.parquet.x1.tmp",  # shard 1
+        out / "public" / "episodes" / "ads_smoke-000005" / ".perf_daily.parquet.x1.tmp",  # shard 1
         out / ".manifest.json.k9x2.tmp",  # a kill while the last worker wrote the manifest
     ]
     for path in stale:
         path.write_text("half a file")
-    generate_cli(out)
+    generate_cli(out, *FAST)
     assert not any(path.exists() for path in stale)
-    assert dataset_files(out) == dataset_files(one_worker)
+    assert dataset_files(out) == dataset_files(fast_worker)
 
 
 @pytest.mark.slow
-def test_concurrent_lazy_opens_see_a_complete_episode(one_worker, tmp_path, monkeypatch):
+def test_concurrent_lazy_opens_see_a_complete_episode(fast_worker, tmp_path, monkeypatch):
     """Rollouts of one prompt open the same lazy episode at once. An opener that arrives while
     another is still writing must get the complete file set, never a half-written directory:
     the rebuild is renamed into place whole. Here the second opener arrives after the first has
@@ -297,9 +316,9 @@ def test_concurrent_lazy_opens_see_a_complete_episode(one_worker, tmp_path, monk
     from causaltrace.datasets import reading, storage
 
     lazy = tmp_path / "lazy"
-    generate_cli(lazy, "dataset.materialize=false")
+    generate_cli(lazy, *FAST, "dataset.materialize=false")
     cache = tmp_path / "cache"
-    expected = dataset_files(one_worker / "public/episodes/smoke-000002")
+    expected = dataset_files(fast_worker / "public/episodes/ads_smoke-000002")
     seen = []
     real_write = storage.atomic_write_bytes
 
@@ -307,12 +326,12 @@ def test_concurrent_lazy_opens_see_a_complete_episode(one_worker, tmp_path, monk
         real_write(path, data)
         if not seen:  # once: a second opener arrives mid-write
             seen.append(None)
-            seen.append(dataset_files(open_episode(lazy, "smoke-000002", cache_dir=cache)))
+            seen.append(dataset_files(open_episode(lazy, "ads_smoke-000002", cache_dir=cache)))
 
     monkeypatch.setattr(storage, "atomic_write_bytes", write_then_let_another_opener_in)
-    first = dataset_files(reading.open_episode(lazy, "smoke-000002", cache_dir=cache))
+    first = dataset_files(reading.open_episode(lazy, "ads_smoke-000002", cache_dir=cache))
     assert seen[1] == expected and first == expected
-    assert sorted(p.name for p in cache.iterdir()) == ["smoke-000002"]
+    assert sorted(p.name for p in cache.iterdir()) == ["ads_smoke-000002"]
 
 
 def test_table_bytes_are_what_pandas_writes():

@@ -123,10 +123,10 @@ def test_a_finished_split_with_another_fingerprint_is_finished_and_untouched(cop
     assert summary["already_finished"] and summary["attempts"] == 0 and summary["episodes"] == 0
     (check,) = summary["verified"]
     assert check["reproduces"] and check["episodes"] == [
-        "identity-000000",
-        "identity-000002",
-        "identity-000003",
-        "identity-000005",
+        "example-ex_identity-000000",
+        "example-ex_identity-000002",
+        "example-ex_identity-000003",
+        "example-ex_identity-000005",
     ]
     assert files(copy) == before  # the manifest keeps the generator that made the split
     assert summary["content_sha256"] == json_load(copy / "manifest.json")["content_sha256"]
@@ -154,7 +154,10 @@ def test_a_generator_that_makes_other_bytes_is_refused_naming_episode_and_file(
     assert f"{copy} (split ex_identity) holds a finished dataset made by another generator" in (
         message
     )
-    assert "identity-000000 (index 0): public/index/shard-00000.jsonl: its row differs" in message
+    assert (
+        "example-ex_identity-000000 (index 0): public/index/shard-00000.jsonl: its row differs"
+        in message
+    )
     assert "prompt: recorded" in message
     assert f"generate into a new out_dir (e.g. out_dir={copy}_regenerated)" in message
     assert files(copy) == before
@@ -167,7 +170,10 @@ def test_a_changed_acceptance_is_a_difference_of_the_spec(copy, other_generator,
     from causaltrace.datasets.reading import find_spec
     from causaltrace.episodes.verify import Verdict
 
-    accepted = {f"identity-{i:06d}": find_spec(copy, f"identity-{i:06d}").attempt for i in range(6)}
+    accepted = {
+        f"example-ex_identity-{i:06d}": find_spec(copy, f"example-ex_identity-{i:06d}").attempt
+        for i in range(6)
+    }
     real = generation.verify_episode
 
     def stricter(domain, episode, verifier):
@@ -177,7 +183,7 @@ def test_a_changed_acceptance_is_a_difference_of_the_spec(copy, other_generator,
 
     monkeypatch.setattr(generation, "verify_episode", stricter)
     check = check_sample(Job.from_config(_config(copy)))
-    assert not check.reproduces and check.episodes == ("identity-000000",)
+    assert not check.reproduces and check.episodes == ("example-ex_identity-000000",)
     assert check.difference.file == "private/specs/shard-00000.jsonl"
     assert "attempt: recorded" in check.difference.what or "no attempt" in check.difference.what
 
@@ -242,7 +248,11 @@ def test_a_resume_with_another_fingerprint_finishes_the_same_bytes(finished, cop
     summary = run(Job.from_config(_config(copy)), show_progress=False)
     assert not summary["already_finished"] and summary["shards"] == [1]
     (check,) = summary["verified"]
-    assert check["episodes"] == ["identity-000000", "identity-000001", "identity-000002"]
+    assert check["episodes"] == [
+        "example-ex_identity-000000",
+        "example-ex_identity-000001",
+        "example-ex_identity-000002",
+    ]
     done_again = json_load(copy / "done" / "shard-00001.json")
     assert done_again["generation"]["generator"]["code_sha256"] == "f" * 64
     old, new = files(finished), files(copy)

@@ -28,17 +28,20 @@ def run(coro):
 def test_sessions_are_isolated_and_slots_are_freed(dataset):
     async def main():
         async with SessionHost(config=HostConfig(max_sessions=2)) as host:
-            a = await host.open(str(dataset), "trainsmoke-000000")
-            b = await host.open(str(dataset), "trainsmoke-000000")
+            a = await host.open(str(dataset), "ads-trainsmoke-000000")
+            b = await host.open(str(dataset), "ads-trainsmoke-000000")
             assert a["session_id"] != b["session_id"] and "ALERT" in a["prompt"]
             await host.step(a["session_id"], {"name": "python", "arguments": {"code": "x = 1"}})
             seen = await host.step(b["session_id"], {"name": "python", "arguments": {"code": "x"}})
             assert "NameError" in seen["observation"]
             with pytest.raises(HostFull, match="capacity 2"):
-                await host.open(str(dataset), "trainsmoke-000001")
+                await host.open(str(dataset), "ads-trainsmoke-000001")
             transcript = await host.close_session(a["session_id"])
-            assert transcript["episode_id"] == "trainsmoke-000000" and transcript["tool_calls"] == 1
-            await host.open(str(dataset), "trainsmoke-000001")  # the slot is free again
+            assert (
+                transcript["episode_id"] == "ads-trainsmoke-000000"
+                and transcript["tool_calls"] == 1
+            )
+            await host.open(str(dataset), "ads-trainsmoke-000001")  # the slot is free again
             with pytest.raises(UnknownSession):
                 await host.step(
                     a["session_id"], {"name": "sql", "arguments": {"query": "SELECT 1"}}
@@ -58,14 +61,14 @@ def test_capacity_follows_the_memory_a_session_needs(dataset):
         async with SessionHost(config=config) as host:
             assert host.capacity in (1, 2, 3)  # other processes move MemAvailable a little
             for _ in range(host.capacity):
-                await host.open(str(dataset), "trainsmoke-000002")
+                await host.open(str(dataset), "ads-trainsmoke-000002")
             with pytest.raises(HostFull, match="session_mb=1000"):
-                await host.open(str(dataset), "trainsmoke-000002")
+                await host.open(str(dataset), "ads-trainsmoke-000002")
         too_big = HostConfig(min_available_mb=int(free) + 10_000)
         async with SessionHost(config=too_big) as host:
             assert host.capacity == 0
             with pytest.raises(HostFull, match="no memory for any session"):
-                await host.open(str(dataset), "trainsmoke-000002")
+                await host.open(str(dataset), "ads-trainsmoke-000002")
 
     run(main())
 
@@ -76,7 +79,7 @@ def test_bad_requests_are_named_errors_and_idle_sessions_expire(dataset):
             with pytest.raises(CausalTraceError, match="no episode 'nope'"):
                 await host.open(str(dataset), "nope")
             assert host.health()["sessions"] == 0  # the failed open gave its slot back
-            sid = (await host.open(str(dataset), "trainsmoke-000003"))["session_id"]
+            sid = (await host.open(str(dataset), "ads-trainsmoke-000003"))["session_id"]
             await asyncio.sleep(0.3)
             assert await host.expire_idle() == 1
             with pytest.raises(UnknownSession):

@@ -25,7 +25,7 @@ from causaltrace.serve.client import HttpHost, RequestTimedOut
 from causaltrace.serve.host import OverCap
 from causaltrace.serve.http import SessionCaps, make_app
 
-EPISODE = "trainsmoke-000000"
+EPISODE = "ads-trainsmoke-000000"
 TOKEN = "http-test-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
