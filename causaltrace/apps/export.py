@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from causaltrace.apps.errors import run_cli
 from causaltrace.errors import CausalTraceError
 from causaltrace.training.export import (
+    GROUNDING_POLICIES,
     OVERFLOW_POLICIES,
     RL_FORMATS,
     TokenBudget,
@@ -104,6 +105,13 @@ def _main(argv: Sequence[str]) -> int:
         default="compact",
         help="a row over --max-length: compact its tool outputs (default), warn, or refuse",
     )
+    sft.add_argument(
+        "--grounding",
+        choices=GROUNDING_POLICIES,
+        default="flag",
+        help="rows citing a number no earlier tool output or prompt showed: count them "
+        "(default), leave them out (refuse), or do not check (off)",
+    )
     rl = sub.add_parser("rl", help="a dataset's episodes as RL training rows (TRL, verl, HF)")
     rl.add_argument("--dataset", required=True, metavar="DIR", help="a generated dataset")
     rl.add_argument("--format", required=True, choices=RL_FORMATS)
@@ -160,6 +168,7 @@ def _main(argv: Sequence[str]) -> int:
         reasoning=args.reasoning,
         arguments=args.arguments,
         budget=budget,
+        grounding=args.grounding,
     )
     print(json.dumps(counts, sort_keys=True))
     print(f"wrote {counts['written']} trajectories to {args.out}")

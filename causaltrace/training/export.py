@@ -21,6 +21,7 @@ from causaltrace.env.contract import ToolContract
 from causaltrace.errors import CausalTraceError
 from causaltrace.eval.harness import RESULTS_FILE, RUN_FILE, TRANSCRIPT_DIR, read_results
 from causaltrace.eval.report import read_transcript
+from causaltrace.training.grounding import row_grounding
 from causaltrace.training.hf import export_hf_dataset
 from causaltrace.training.records import (
     RL_RULES,
@@ -29,6 +30,8 @@ from causaltrace.training.records import (
     ground_truth_json,
 )
 from causaltrace.training.verl_reward import export_verl_parquet
+
+GROUNDING_POLICIES = ("flag", "refuse", "off")  # export_sft(grounding=...)
 
 SUBMIT = "submit"
 
@@ -244,11 +247,15 @@ def export_sft(
     reasoning: str = "drop",
     arguments: str = "object",
     budget: TokenBudget | None = None,
+    grounding: str = "flag",
 ) -> dict[str, Any]:
     """Write the fully correct episodes of ``runs`` as SFT JSONL; returns the counts.
 
     With ``budget``, rows are measured (and compacted, or refused) in tokens: see the module
-    docstring.
+    docstring. Every row, as written (after any compaction, so a number whose output was cut
+    counts as unshown), is checked by :func:`~causaltrace.training.grounding.row_grounding`:
+    the counts report the share of cited numbers a tool output or the prompt showed before
+    them, and ``grounding="refuse"`` leaves out each row that cites one it did not.
 
     Args:
         runs: Evaluation run directories (each with its run file and results).
@@ -258,6 +265,8 @@ def export_sft(
         reasoning: ``"drop"`` (the default) or ``"keep"`` the assistant's reasoning.
         arguments: Tool-call arguments as an ``"object"`` (the default) or a JSON ``"string"``.
         budget: Measure rows in tokens against this budget; not measured by default.
+        grounding: ``"flag"`` (the default: count rows citing unshown numbers, keep them),
+            ``"refuse"`` (leave them out) or ``"off"``.
 
     Returns:
         The counts: episodes read, correct, written and skipped (by reason), with token
@@ -268,6 +277,9 @@ def export_sft(
     """
     if reasoning not in ("drop", "keep") or arguments not in ("object", "string"):
         raise CausalTraceError("reasoning is 'drop' or 'keep'; arguments 'object' or 'string'")
+    if grounding not in GROUNDING_POLICIES:
+        raise CausalTraceError(f"grounding is one of {list(GROUNDING_POLICIES)}, got {grounding!r}")
+    cited = {"numbers_cited": 0, "numbers_grounded": 0, "rows_with_ungrounded": 0}
     rows: list[str] = []
     counts: dict[str, Any] = {"episodes": 0, "correct": 0, "written": 0, "skipped": {}}
     tokens: list[int] = []
@@ -316,6 +328,13 @@ def export_sft(
                     over += n_tokens > budget.max_length
                     if kept is not None:
                         compacted[str(kept)] = compacted.get(str(kept), 0) + 1
+                if grounding != "off":
+                    checked = row_grounding(messages)
+                    cited["numbers_cited"] += checked.cited
+                    cited["numbers_grounded"] += checked.cited - len(checked.ungrounded)
+                    cited["rows_with_ungrounded"] += not checked.ok
+                    if grounding == "refuse" and not checked.ok:
+                        raise SkipEpisode("cites a number no earlier output showed")
             except SkipEpisode as exc:
                 counts["skipped"][str(exc)] = counts["skipped"].get(str(exc), 0) + 1
                 continue
@@ -337,6 +356,13 @@ def export_sft(
             }
             rows.append(json.dumps(row, ensure_ascii=False) + "\n")
             counts["written"] += 1
+    if grounding != "off":
+        n = cited["numbers_cited"]
+        counts["grounding"] = {
+            **cited,
+            "policy": grounding,
+            "grounded_share": cited["numbers_grounded"] / n if n else 1.0,
+        }
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     text = "".join(rows)

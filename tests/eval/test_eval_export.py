@@ -36,8 +36,9 @@ def source() -> DatasetSource:
 
 @pytest.fixture(scope="module")
 def run_dir(source, tmp_path_factory) -> Path:
-    """Episode 0 right after sql and python calls (with reasoning), 1 wrong, 2 right at once,
-    3 right but after a malformed call, 4 ended by a server error."""
+    """Episode 0 right after sql and python calls (with reasoning), 1 wrong, 2 right at once
+    (citing a number no output showed), 3 right but after a malformed call, 4 ended by a server
+    error."""
     ids = source.episode_ids
     out = tmp_path_factory.mktemp("export") / "run"
 
@@ -56,6 +57,8 @@ def run_dir(source, tmp_path_factory) -> Path:
             return completion(None, [call("submit", {"root_cause": "NO_ANOMALY", "slice": ""})])
         if ep == ids[3] and turn == 0:
             return completion(None, [call("sql", '{"query": ')])
+        if ep == ids[2]:  # right, but it cites a number nothing showed it
+            return completion("CPC rose 41.7% on its baseline.", [submit_call(source, ep)])
         return completion("Submitting.", [submit_call(source, ep)])
 
     with StubServer(scripted(source, script)) as server:
@@ -105,6 +108,25 @@ def test_sft_export_keeps_correct_trajectories_in_trl_format(source, run_dir, tm
     assert "seed" not in meta and "cause" not in meta and "label" not in meta
     sidecar = json.loads((tmp_path / "sft.meta.json").read_text())
     assert sidecar["counts"] == counts and sidecar["runs"][0]["split"] == "evaltest"
+    assert counts["grounding"] == {
+        "policy": "flag",
+        "numbers_cited": 1,
+        "numbers_grounded": 0,
+        "grounded_share": 0.0,
+        "rows_with_ungrounded": 1,
+    }
+
+
+def test_sft_export_refuses_rows_citing_unshown_numbers(source, run_dir, tmp_path):
+    """grounding="refuse" leaves out the row whose text cites 41.7%: no output showed it."""
+    ids = source.episode_ids
+    out = tmp_path / "sft.jsonl"
+    counts = export_sft([run_dir], out, grounding="refuse")
+    assert [r["metadata"]["episode_id"] for r in rows(out)] == [ids[0]]
+    assert counts["skipped"]["cites a number no earlier output showed"] == 1
+    assert counts["grounding"]["rows_with_ungrounded"] == 1
+    with pytest.raises(Exception, match=r"grounding is one of \['flag', 'refuse', 'off'\]"):
+        export_sft([run_dir], out, grounding="strict")
 
 
 def test_sft_export_options(source, run_dir, tmp_path):
