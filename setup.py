@@ -1,8 +1,8 @@
 """Package layout that pyproject.toml cannot express: the repository's ``domains/`` folder is
 installed as ``causaltrace_domains`` (a name this project owns; a top-level ``domains`` package
 would collide with any other project doing the same). Each ``conf`` package (the engine's
-``causaltrace/conf`` and each domain's ``domains/<name>/conf``) ships its Hydra YAML files, and
-``hydra_plugins.causaltrace_searchpath`` (a package in Hydra's ``hydra_plugins`` namespace) puts
+``causaltrace/conf`` and each domain's ``domains/<name>/conf``) ships its Hydra YAML files (and JSON tables: the ads twins' measured
+attributes), and ``hydra_plugins.causaltrace_searchpath`` (a package in Hydra's ``hydra_plugins`` namespace) puts
 the domains' ones on the apps' search path. Everything else is in pyproject.toml."""
 
 from setuptools import find_namespace_packages, find_packages, setup
@@ -29,5 +29,5 @@ GROUPS = [group for conf in CONF for group in config_groups(conf)]
 setup(
     packages=ENGINE + DOMAINS + GROUPS + HYDRA_PLUGINS,
     package_dir={"causaltrace_domains": "domains"},
-    package_data={name: ["*.yaml"] for name in CONF + GROUPS},
+    package_data={name: ["*.yaml", "*.json"] for name in CONF + GROUPS},
 )

@@ -328,6 +328,12 @@ class AdsConfig:
     # reach_frequency_daily reports it, climbs over days, and its CTR decays with that rise;
     # see ``causes._fatigue`` for why).
     fatigue: str = "cumulative"
+    # ``twin_attributes``: a table of the accepted causes' edit attributes
+    # (domains/ads/twin_attributes.py; a name under conf/twin_attributes/ or a path) that the
+    # twins of BID_MODIFIER_CHANGE and TARGETING_EXPANSION draw their target, size, reach and
+    # day from, jointly (issue 46); None: the hand-fitted quantiles of TwinPrior, as the
+    # committed splits were made (their manifests do not record this key).
+    twin_attributes: str | None = None
     # Overrides of the background prior (domains/ads/background.py, BackgroundPrior): how many
     # concurrent processes and decoys an episode has and how often one touches the alert window.
     background: Mapping[str, Any] | None = None

@@ -36,6 +36,7 @@ from causaltrace_domains.ads.causes import budget_interventions, timing_of
 from causaltrace_domains.ads.config import AdsConfig, CampaignSpec
 from causaltrace_domains.ads.edits import draw_edits, touched_campaigns
 from causaltrace_domains.ads.records import Process
+from causaltrace_domains.ads.twin_attributes import EditAttributes, load_table, strength_at
 
 TWIN_CAUSES = ("BUDGET_CAP", "BID_MODIFIER_CHANGE", "TARGETING_EXPANSION", "AD_DISAPPROVAL")
 
@@ -91,6 +92,10 @@ class TwinPrior:
     # served ad of a campaign carries <= 0.15 in 2% of accounts, <= 0.25 in 18%); where no
     # ad of the campaign carries so little, the twin is a stale one.
     little_served: float = 0.25
+    # With a table of accepted attributes (AdsConfig.twin_attributes): draws of the cause's
+    # prior tried for one that matches a measured row (its target, reach and, for a bid twin
+    # that should be near the incident, a campaign of it) before the closest is taken.
+    match_tries: int = 24
 
 
 @dataclass(frozen=True)
@@ -137,6 +142,55 @@ def _recent(ctx: TwinContext, prior: TwinPrior, draw: InterventionDraw, rng) -> 
     hi = first + int(np.floor(q1 * (last - first)))
     onset = int(rng.integers(lo, max(hi, lo) + 1))
     return replace(draw, window=replace(draw.window, onset=onset))
+
+
+def _measured(
+    ctx: TwinContext, prior: TwinPrior, cause: str, rng: np.random.Generator
+) -> InterventionDraw | None:
+    """A twin's draw like one measured accepted edit of ``cause`` (:func:`_like`), near the
+    incident with probability ``near_incident`` (a cause's edit is always there); None without
+    a table (``AdsConfig.twin_attributes``) or where the table has no row of ``cause``."""
+    name = ctx.config.twin_attributes
+    row = None if name is None else load_table(name).draw(cause, rng)
+    if row is None:
+        return None
+    near = bool(ctx.incident) and rng.random() < prior.near_incident
+    return _like(ctx, ctx.points[cause], row, rng, prior.match_tries, near)
+
+
+def _like(
+    ctx: TwinContext,
+    point: InterventionPoint,
+    row: EditAttributes,
+    rng: np.random.Generator,
+    tries: int,
+    near: bool,
+) -> InterventionDraw:
+    """A draw of ``point``'s prior like the accepted edit ``row``: the first of ``tries`` draws
+    whose slice targets ``row``'s dimensions, reaches as many campaigns and (``near``) a
+    campaign of the incident, else the closest in that order; its size and day are ``row``'s
+    (the day clipped to the prior's onset range)."""
+    best, best_key = None, None
+    for _ in range(max(int(tries), 1)):
+        draw = point.sample(rng, ctx.panel)
+        reach = touched_campaigns(ctx.panel, draw.slice)
+        key = (
+            tuple(sorted(draw.slice.dims)) != row.dims,
+            near and not set(reach) & set(ctx.incident),
+            abs(len(reach) - row.reach),
+        )
+        if best_key is None or key < best_key:
+            best, best_key = draw, key
+        if key == (False, False, 0):
+            break
+    n = ctx.panel.n_time
+    first, last = sorted(o if o >= 0 else n + o for o in point.prior.onset)
+    onset = min(max(n - 1 - row.days_before_end, first), last)
+    return replace(
+        best,
+        strength=strength_at(point.prior, row.strength_quantile),
+        window=replace(best.window, onset=onset),
+    )
 
 
 def _hour(rng: np.random.Generator) -> int:
@@ -218,15 +272,16 @@ def _bid_twin(ctx: TwinContext, prior: TwinPrior, rng: np.random.Generator) -> P
     segment with little volume, a KPI the raise does not hurt, a smart-bidding campaign that
     ignores it; an episode where it does account for an alert is rejected by the oracle gate."""
     point = ctx.points["BID_MODIFIER_CHANGE"]
-    draw = None
-    if ctx.incident and rng.random() < prior.near_incident:
-        draw = _near_incident(ctx, point, rng, prior.incident_tries)
+    draw = _measured(ctx, prior, "BID_MODIFIER_CHANGE", rng)
     if draw is None:
-        draw = _broader(ctx, point, rng)
-    low, high = point.prior.strength
-    q0, q1 = prior.bid_quantiles
-    draw = replace(draw, strength=low + (q0 + (q1 - q0) * float(rng.random())) * (high - low))
-    draw = _recent(ctx, prior, draw, rng)
+        if ctx.incident and rng.random() < prior.near_incident:
+            draw = _near_incident(ctx, point, rng, prior.incident_tries)
+        if draw is None:
+            draw = _broader(ctx, point, rng)
+        low, high = point.prior.strength
+        q0, q1 = prior.bid_quantiles
+        draw = replace(draw, strength=low + (q0 + (q1 - q0) * float(rng.random())) * (high - low))
+        draw = _recent(ctx, prior, draw, rng)
     hour = _hour(rng)
     edits = draw_edits("bid_modifier", draw, ctx.panel, ctx.specs, hour)
     if not edits:
@@ -234,19 +289,34 @@ def _bid_twin(ctx: TwinContext, prior: TwinPrior, rng: np.random.Generator) -> P
     if timing_of(ctx.config, ctx.panel) is not None:  # the point's builder reads the hour
         draw = replace(draw, extras={**draw.extras, "hour": hour})
     interventions = tuple(point.interventions(draw))
-    details = {"slice": draw.slice.canonical(), "strength": draw.strength}
+    details = {
+        "slice": draw.slice.canonical(),
+        "strength": draw.strength,
+        "onset": draw.window.onset,
+    }
     return Process("twin:BID_MODIFIER_CHANGE", interventions, tuple(edits), details)
 
 
 def _targeting_twin(ctx: TwinContext, prior: TwinPrior, rng: np.random.Generator) -> Process | None:
-    draw = _recent(ctx, prior, ctx.points["TARGETING_EXPANSION"].sample(rng, ctx.panel), rng)
+    """A widening of the cause's own form (its target, reach and day as the accepted causes'
+    where a table is given) that finds little new eligible traffic: the change history shows
+    the edit, the metrics show it did little."""
+    draw = _measured(ctx, prior, "TARGETING_EXPANSION", rng)
+    if draw is None:
+        point = ctx.points["TARGETING_EXPANSION"]
+        draw = _recent(ctx, prior, point.sample(rng, ctx.panel), rng)
     gain = float(rng.uniform(*prior.targeting_gain))
     hour = _hour(rng)
     edits = draw_edits("targeting", draw, ctx.panel, ctx.specs, hour)
     timing = timing_of(ctx.config, ctx.panel)
     window = draw.window if timing is None else timing.window(draw.window, draw.slice, hour)
     iv = Scale("targeting_eligibility", where=draw.slice, window=window, factor=1.0 + gain)
-    details = {"slice": draw.slice.canonical(), "gain": gain}
+    details = {
+        "slice": draw.slice.canonical(),
+        "gain": gain,
+        "strength": draw.strength,
+        "onset": draw.window.onset,
+    }
     return Process("twin:TARGETING_EXPANSION", (iv,), tuple(edits), details)
 
 
