@@ -14,9 +14,9 @@ labels of generated splits, and stores it as a small JSON table. With ``AdsConfi
 naming a table, a twin of that cause draws one measured row and then a draw of the cause's own
 prior that matches it (:mod:`causaltrace_domains.ads.twins`): the twins' attributes follow the
 accepted causes' jointly, not margin by margin, and re-measuring after a change of the verifier
-or the physics is one command::
+or the physics is one command (:mod:`causaltrace_domains.ads.measure_twin_attributes`)::
 
-    python -m causaltrace_domains.ads.twin_attributes data/ads_test data/ads_easy ... --out T.json
+    python -m causaltrace_domains.ads.measure_twin_attributes data/ads_test ... --out T.json
 
 Left out: the hour of the edit (not in the label) and the alert direction an edit co-occurs with
 (a twin is drawn before the worlds are simulated, so it cannot read the page it will sit on).
@@ -24,7 +24,6 @@ Left out: the hour of the edit (not in the label) and the alert direction an edi
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -190,23 +189,3 @@ def measure(datasets: Sequence[str | Path]) -> AcceptedAttributes:
 
 def _order(row: EditAttributes) -> tuple:
     return (row.dims, row.strength_quantile, row.reach, row.days_before_end)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m causaltrace_domains.ads.twin_attributes",
-        description="Measure the accepted causes' edit attributes of generated ads splits.",
-    )
-    parser.add_argument("datasets", nargs="+", help="dataset directories")
-    parser.add_argument("--out", required=True, help="the JSON table to write")
-    args = parser.parse_args(argv)
-    table = measure(args.datasets)
-    text = json.dumps(table.to_dict(), indent=1, sort_keys=True) + "\n"
-    Path(args.out).write_text(text, encoding="utf-8")
-    counts = {c: len(r) for c, r in table.rows.items()}
-    print(f"{args.out}: {counts}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
