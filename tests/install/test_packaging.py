@@ -60,11 +60,12 @@ def test_the_wheel_installs_the_domains_under_the_projects_own_name(tmp_path):
         assert f"causaltrace_domains/{rel}" in names, rel
     for init in (REPO / "causaltrace").rglob("__init__.py"):
         assert init.relative_to(REPO).as_posix() in names
-    # Every Hydra config, the engine's and each domain's, ships with its package.
+    # Every Hydra config, the engine's and each domain's, ships with its package, and so do
+    # the JSON tables beside them (the ads twins' measured attributes).
     for conf in (REPO / "causaltrace" / "conf", *(REPO / "domains").glob("*/conf")):
         configs = sorted(conf.rglob("*.yaml"))
         assert configs, conf
-        for config in configs:
+        for config in (*configs, *sorted(conf.rglob("*.json"))):
             rel = config.relative_to(REPO).as_posix()
             assert rel.replace("domains/", "causaltrace_domains/", 1) in names, rel
     # The search-path plugin, in the namespace package that other Hydra plugins share.
