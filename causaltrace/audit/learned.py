@@ -7,14 +7,16 @@ splits and tested it on a fresh split: cause accuracy 0.430 [0.371, 0.491] again
 rate of 0.117, and TARGETING_EXPANSION named at precision 0.85-0.86, recall 0.65-0.69. This
 probe measures that, for any domain:
 
-- features per episode, in four sets: **non-metric** (the record tables' features of
+- features per episode, in five sets: **non-metric** (the record tables' features of
   :mod:`~causaltrace.audit.records` and the edit attributes of
   :mod:`~causaltrace.audit.attributes`: what an edit targets, its size, its timing against the
   alert window, where it appears in the table; the alert lines' words), **change log** (the
   record tables with a time column alone, nothing the alert names), **metrics**
   (:func:`~causaltrace.audit.features.summary_features`: every dated table's numeric columns,
-  after against before the alert onset) and **everything** (non-metric and metrics). Never a
-  stored size or anything else the agent's tools do not show;
+  after against before the alert onset), **everything** (non-metric and metrics) and the
+  **alert line** alone (its words: the page's own prior over causes, which no change log can
+  remove; what non-metric adds beyond it is what the tables tell). Never a stored size or
+  anything else the agent's tools do not show;
 - a random forest, multi-class (the label's cause), trained on the training episodes (the
   pooled committed splits of a domain) and tested on a held-out split (a fresh split of the
   domain's prior, with a seed nobody tuned on). Without a held-out split: stratified k-fold
@@ -67,12 +69,15 @@ from causaltrace.audit.rules import best_threshold, usable_features
 from causaltrace.audit.stats import wilson
 
 NON_METRIC, CHANGE_LOG, METRICS, EVERYTHING = "non-metric", "change log", "metrics", "everything"
-SETS = (NON_METRIC, CHANGE_LOG, METRICS, EVERYTHING)
+ALERT_LINE = "alert line"
+# The alert line alone comes last, so that adding it left the other sets' draws as they were.
+SETS = (NON_METRIC, CHANGE_LOG, METRICS, EVERYTHING, ALERT_LINE)
 SET_TITLES = {
     NON_METRIC: "non-metric (record tables, edit attributes, alert lines)",
     CHANGE_LOG: "change log alone (record tables with a time column)",
     METRICS: "metrics alone (after/before changes of the dated tables)",
     EVERYTHING: "everything (non-metric and metrics)",
+    ALERT_LINE: "alert line alone (the page's words: what non-metric adds beyond it is the tables')",
 }
 
 
@@ -95,7 +100,8 @@ def episode_features(
 ) -> dict[str, dict[str, float]]:
     """An episode's non-metric, change-log and metric features (module docstring)."""
     episode = read_records(tables, prompt, record_tables)
-    non_metric = alert_features(episode) | first_alert_features(episode)
+    alert_line = alert_features(episode) | first_alert_features(episode)
+    non_metric = dict(alert_line)
     logs: dict[str, float] = {}
     for table in episode.tables.values():
         own = table_features(table, episode) | attribute_features(table, episode, pair_levels)
@@ -106,6 +112,7 @@ def episode_features(
         NON_METRIC: non_metric,
         CHANGE_LOG: logs,
         METRICS: summary_features(tables, alert_day),
+        ALERT_LINE: alert_line,
     }
 
 

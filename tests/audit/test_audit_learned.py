@@ -21,7 +21,9 @@ import pytest
 
 from causaltrace.audit.attributes import attribute_features, kind_of
 from causaltrace.audit.learned import (
+    ALERT_LINE,
     CHANGE_LOG,
+    EVERYTHING,
     NON_METRIC,
     SETS,
     ProbeEpisode,
@@ -134,6 +136,12 @@ def test_change_log_set_reads_no_alert():
     assert not any(k.startswith("alert") for k in sets[CHANGE_LOG])
     assert not any("the alert names" in k or k.startswith("campaigns") for k in sets[CHANGE_LOG])
     assert set(sets[CHANGE_LOG]) < set(sets[NON_METRIC])
+    # The alert line alone: the page's words, every one of them in non-metric, no table's.
+    assert "alert 1: word 'up'" in sets[ALERT_LINE] and set(sets[ALERT_LINE]) < set(
+        sets[NON_METRIC]
+    )
+    assert all(k.startswith("alert") for k in sets[ALERT_LINE])
+    assert set(sets[NON_METRIC]) - set(sets[ALERT_LINE]) >= set(sets[CHANGE_LOG])
 
 
 # -- the probe on synthetic episodes ---------------------------------------------------------
@@ -259,7 +267,7 @@ def test_majority_rate_counts_every_true_cause():
 
 
 def test_the_probe_refuses_a_single_cause():
-    episode = ProbeEpisode({s: {} for s in SETS[:3]}, "A", frozenset({"A"}))
+    episode = ProbeEpisode({s: {} for s in SETS if s != EVERYTHING}, "A", frozenset({"A"}))
     with pytest.raises(ValueError, match="two causes"):
         learned_probe([episode] * 4, [], ("A",), np.random.default_rng(0))
 
