@@ -192,7 +192,7 @@ def transform_prior(prior: InterventionPrior, difficulty: Difficulty, n_time: in
     """
     low, high = prior.strength
     strength = _sub_range(low, high, difficulty.strength, prior.log_strength)
-    first, last = (o if o >= 0 else n_time + o for o in prior.onset)
+    first, last = prior.onset_range(n_time)
     onset = (
         first + round(difficulty.onset[0] * (last - first)),
         first + round(difficulty.onset[1] * (last - first)),

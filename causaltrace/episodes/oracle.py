@@ -169,7 +169,7 @@ class OracleSolver:
         n_time = self.scm.panel.n_time
         first, last = n_time, -1
         for cause in self.signal:
-            lo, hi = (o if o >= 0 else n_time + o for o in self.scm.point(cause).prior.onset)
+            lo, hi = self.scm.point(cause).prior.onset_range(n_time)
             first, last = min(first, lo), max(last, hi)
         grid = set(range(first, last + 1, max(int(step), 1))) if last >= first else set()
         alert = int(self.domain.alert_onset())

@@ -65,6 +65,12 @@ class InterventionPrior:
         if lo > hi or (self.log_strength and lo <= 0):
             raise InterventionError(f"prior.strength {self.strength} is not a valid range")
 
+    def onset_range(self, n_time: int) -> tuple[int, int]:
+        """``onset`` as time indices of a panel of ``n_time`` steps (negative ones counted
+        from the end), first and last, inclusive."""
+        first, last = (o if o >= 0 else n_time + o for o in self.onset)
+        return first, last
+
     @property
     def has_slice(self) -> bool:
         """Whether any candidate slice is narrower than the whole panel."""
@@ -278,7 +284,7 @@ class InterventionPoint:
             strength = float(np.exp(rng.uniform(np.log(lo), np.log(hi))))
         else:
             strength = float(rng.uniform(lo, hi)) if hi > lo else float(lo)
-        first, last = (o if o >= 0 else panel.n_time + o for o in prior.onset)
+        first, last = prior.onset_range(panel.n_time)
         if not 0 <= first <= last < panel.n_time:
             raise InterventionError(
                 f"intervention point {self.name!r}: onset range {prior.onset} is outside the "

@@ -135,8 +135,7 @@ def incident_campaigns(panel: Panel, draws: Sequence[InterventionDraw]) -> tuple
 def _recent(ctx: TwinContext, prior: TwinPrior, draw: InterventionDraw, rng) -> InterventionDraw:
     """``draw`` with its onset redrawn from the later part of its prior's onset range."""
     point = ctx.points[draw.point]
-    n = ctx.panel.n_time
-    first, last = (o if o >= 0 else n + o for o in point.prior.onset)
+    first, last = point.prior.onset_range(ctx.panel.n_time)
     q0, q1 = prior.onset_quantiles
     lo = first + int(np.ceil(q0 * (last - first)))
     hi = first + int(np.floor(q1 * (last - first)))
@@ -184,7 +183,7 @@ def _like(
         if key == (False, False, 0):
             break
     n = ctx.panel.n_time
-    first, last = sorted(o if o >= 0 else n + o for o in point.prior.onset)
+    first, last = point.prior.onset_range(n)
     onset = min(max(n - 1 - row.days_before_end, first), last)
     return replace(
         best,

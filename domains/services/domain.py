@@ -61,9 +61,7 @@ class ServicesDomain(Domain):
         difficulty tier narrowed it): where the alerted cells' harmless changes go too."""
         n = self.scm.panel.n_time
         ranges = [
-            tuple(o if o >= 0 else n + o for o in self.scm.point(c).prior.onset)
-            for c in CAUSES
-            if cause_change(c) is not None
+            self.scm.point(c).prior.onset_range(n) for c in CAUSES if cause_change(c) is not None
         ]
         return min(r[0] for r in ranges), max(r[1] for r in ranges)
 
