@@ -9,7 +9,8 @@ Modules, one job each: :mod:`.page` (the prompt),
 :mod:`.signatures` (what the domain declares about each cause), :mod:`.queries` (the SQL an
 analyst types), :mod:`.stats` (arithmetic on returned rows), :mod:`.belief` (hypotheses, posterior,
 information gain), :mod:`.probes` (what each query covers and how its rows update the belief),
-:mod:`.narrate` (the words), :mod:`.agent` (the loop).
+:mod:`.narrate` (the words), :mod:`.worksheet` (the statistics computed in the row, with
+``worksheet: true``), :mod:`.agent` (the loop).
 """
 
 from causaltrace_domains.ads.teacher.agent import InvestigatorAgent

@@ -36,6 +36,7 @@ from causaltrace_domains.ads.teacher.signatures import (
     NO_SIGNAL,
     compatible,
 )
+from causaltrace_domains.ads.teacher.worksheet import notebook_source, share_text
 
 DOMINANT = 0.9
 # A second cause must also account for a quarter of a move the first leaves unexplained (its
@@ -81,9 +82,7 @@ class InvestigatorAgent(Agent):
             columns = _columns(probe, page)
             content = " ".join(x for x in (text, voice.decide(probe, belief, page, columns)) if x)
             query = sql.finish(probe.query(sql, state))
-            results = await session.turn(
-                [{"name": probe.tool, "arguments": {"query": query}}], content
-            )
+            results = await session.turn([self._call(probe, query, belief, state, page)], content)
             queries += 1
             state.run.add(probe.name)
             if session.done:
@@ -97,6 +96,21 @@ class InvestigatorAgent(Agent):
             return
         answer, reason = self._answer(belief, first if second_stage else None, page)
         await _submit(session, answer, " ".join((text, voice.conclude(answer, reason))), page)
+
+    @property
+    def worksheet(self) -> bool:
+        """``worksheet: true``: every query runs in the python namespace with the statistics the
+        teacher cites printed beside its rows (:mod:`.worksheet`); otherwise plain SQL."""
+        return bool(self.config.get("worksheet", False))
+
+    def _call(self, probe: Probe, query: str, belief: Belief, state: State, page: Page) -> dict:
+        if not self.worksheet:
+            return {"name": "sql", "arguments": {"query": query}}
+        code = probe.cell(query, belief, state, page)
+        if not state.notebook:  # the first cell defines the worksheet's functions
+            code = f"{notebook_source()}\n\n{code}"
+            state.notebook = True
+        return {"name": "python", "arguments": {"code": code}}
 
     # -- deciding ------------------------------------------------------------------------------
     def _owed(self, top: Hypothesis, state: State, scans, page: Page) -> list[Probe]:
@@ -229,7 +243,7 @@ def _reason(h: Hypothesis, belief: Belief, p: float | None) -> str:
     if reading.stat is not None:
         parts.append(f"its signature at z {reading.stat.z:.1f}")
     if reading.shares:
-        parts.append(f"{100 * max(reading.shares.values()):.0f}% of a paged move")
+        parts.append(f"{share_text(max(reading.shares.values()))} of a paged move")
     what = " and ".join(parts) or "the strongest evidence"
     return f"{h.text()} stands alone: {what}."
 
@@ -241,7 +255,7 @@ def _explained(first: Hypothesis, belief: Belief, page: Page) -> str:
             f"{first.text()} explains the account-wide move; other causes may still be at work, "
             "so I look for what remains."
         )
-    parts = ", ".join(f"{page.alerts[i].kpi} {100 * s:.0f}%" for i, s in sorted(shares.items()))
+    parts = ", ".join(f"{page.alerts[i].kpi} {share_text(s)}" for i, s in sorted(shares.items()))
     return (
         f"{first.text()} accounts for {parts}: what it leaves unexplained may be a second cause, "
         "so I keep looking with it set aside."

@@ -118,10 +118,17 @@ class Voice:
         return " ".join(parts)
 
     def standing(self, belief: Belief, n: int = 3) -> str:
+        """The leading hypotheses in order, in words: the posterior is the teacher's own
+        bookkeeping, computed in no tool output, so its numbers are not quoted (issue 40: every
+        number a row cites is one the row printed)."""
         top = [(h, p) for h, p in belief.ranked()[:n] if p >= 0.01]
         if not top:
             return ""
-        items = ", ".join(f"{h.text()} {p:.2f}" for h, p in top)
+        lead, p_lead = top[0]
+        if p_lead >= 0.9:
+            items = f"{lead.text()}, well ahead"
+        else:
+            items = ", then ".join(h.text() for h, _ in top)
         return self.pick(("Leading now: ", "Where I stand: ", "Best hypotheses: ")) + items + "."
 
     def decide(self, probe: Probe, belief: Belief, page: Page, columns: list[str]) -> str:

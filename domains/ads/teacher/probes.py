@@ -11,29 +11,22 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from causaltrace.agents.result_tables import num, parse_table
+from causaltrace.agents.result_tables import num
+from causaltrace_domains.ads.teacher import worksheet
 from causaltrace_domains.ads.teacher.belief import RELEVANT, Belief, Hypothesis
 from causaltrace_domains.ads.teacher.page import Page
 from causaltrace_domains.ads.teacher.queries import Sql
 from causaltrace_domains.ads.teacher.signatures import (
     EDIT_KIND,
     KPI_COLUMNS,
-    compatible,
     conditions,
 )
 from causaltrace_domains.ads.teacher.stats import (
-    MIN_SE,
-    PRACTICAL_LOG,
-    PRACTICAL_SHARE,
     Stat,
-    alert_share,
-    oe_stat,
-    onset_scan,
     scan_threshold,
-    share_stat,
 )
 
 # A bid adjustment the cause makes raises the segment's bids by 80% or more (its prior); the
@@ -74,29 +67,7 @@ class State:
     serving: dict[str, set[str]] = field(default_factory=dict)  # placement -> campaigns
     other_edits: list[dict[str, str]] = field(default_factory=list)
     run: set[str] = field(default_factory=set)
-
-
-def _fmt(x: float, digits: int = 1) -> str:
-    return f"{x:.{digits}f}"
-
-
-def _pct(effect: float) -> str:
-    """A log effect as a percentage change."""
-    return f"{100 * (math.exp(effect) - 1):+.0f}%"
-
-
-def _labeled(rows: list[dict[str, str]], dims: tuple[str, ...]) -> list[tuple[Labels, Values]]:
-    out = []
-    for row in rows:
-        labels = {d: row.get(d, "") for d in dims}
-        values = {k: num(v) for k, v in row.items() if k not in dims}
-        out.append((labels, values))
-    return out
-
-
-def _matcher(slice_text: str) -> Callable[[Labels], bool]:
-    conds = conditions(slice_text)
-    return lambda lab: all(lab.get(d) == v for d, v in conds)
+    notebook: bool = False  # the worksheet's functions are defined in the python namespace
 
 
 def _llr(stat: Stat | None, threshold: float) -> float:
@@ -116,7 +87,6 @@ class Probe:
     name = ""
     causes: tuple[str, ...] = ()
     resolution = 1.0
-    tool = "sql"
 
     def available(self, state: State) -> bool:
         return self.name not in state.run
@@ -126,6 +96,19 @@ class Probe:
 
     def query(self, sql: Sql, state: State) -> str:
         raise NotImplementedError
+
+    @property
+    def variable(self) -> str:
+        return f"{self.name}_rows"  # never a table's name: the namespace holds the tables
+
+    def cell(self, query: str, belief: Belief, state: State, page: Page) -> str:
+        """The python call: the query run through the worksheet's ``q``, then the statistics
+        the teacher will cite, computed from its rows (:mod:`.worksheet`)."""
+        lines = [f'{self.variable} = q(r"""\n{query}\n""")', *self.worksheet(belief, state, page)]
+        return "\n".join(lines)
+
+    def worksheet(self, belief: Belief, state: State, page: Page) -> list[str]:
+        return []
 
     def read(self, text: str, belief: Belief, state: State, page: Page) -> Finding:
         raise NotImplementedError
@@ -138,21 +121,24 @@ class SliceScan(Probe):
     dims: tuple[str, ...] = ()
 
     def statistic(self, cause: str, rows, inside, outside) -> Stat | None:
-        raise NotImplementedError
+        return worksheet.SCANS[self.name][1][cause](cause, rows, inside, outside)
 
     def rows_for(self, slice_text: str, rows):
         """The rows that partition the slice's cells (a query with grouping sets has one set
         per slice shape)."""
-        return rows
+        return worksheet.scan_rows(self.name, slice_text, rows)
+
+    def worksheet(self, belief, state, page):
+        return [f'scan({self.variable}, "{self.name}", {len(belief.log_prior)})']
 
     def read(self, text, belief, state, page):
-        rows = _labeled(parse_table(text), self.dims)
+        rows = worksheet.labeled(worksheet.result_rows(text), self.dims)
         covered = [h for h in self.covered(belief, state) if h.slice]
         threshold = belief.threshold
         stats: dict[Hypothesis, Stat | None] = {}
         for h in covered:
             mine = self.rows_for(h.slice, rows)
-            inside = _matcher(h.slice)
+            inside = worksheet.matcher(h.slice)
             if not any(inside(lab) for lab, _ in mine):
                 belief.cap(h, "no rows")
                 continue
@@ -174,11 +160,11 @@ class SliceScan(Probe):
         if stat is None:
             return 0.0
         conds = conditions(h.slice)
-        inside = _matcher(h.slice)
+        inside = worksheet.matcher(h.slice)
         penalty = 0.0
         if len(conds) == 2:
             for keep in conds:
-                parent = _matcher(f"{keep[0]}={keep[1]}")
+                parent = worksheet.matcher(f"{keep[0]}={keep[1]}")
                 rest = self.statistic(
                     h.cause,
                     self.rows_for(h.slice, rows),
@@ -232,25 +218,39 @@ def _top(stats: Mapping[Hypothesis, Stat | None], belief: Belief, cause: str):
 
 
 def _verdict(
-    h: Hypothesis | None, belief: Belief, threshold: float, cause: str
+    h: Hypothesis | None,
+    belief: Belief,
+    threshold: float,
+    cause: str,
+    stats: Mapping[Hypothesis, Stat | None],
 ) -> tuple[bool, str]:
+    """The reading of a cause's leading slice. Its numbers are quoted only where the cell
+    printed them (``scan`` prints each cause's strongest slices by z; the leader by evidence,
+    after the neighbouring slices are weighed, is nearly always among them)."""
     if h is None:
         return False, f"{cause} has no slice with enough volume to read"
+    printed = worksheet.strongest({k.slice: v for k, v in stats.items() if k.cause == cause})
     stat = belief.readings[h].stat
+    shown = stat is not None and h.slice in {s for s, _ in printed}
+    reading = f"{worksheet.pct(stat.effect)} (z {stat.z:.1f})" if shown and stat else "a move"
     if stat is None or stat.z < threshold:
-        z = 0.0 if stat is None else stat.z
-        return False, f"{cause}: nothing beyond noise (best {h.slice}, z {z:.1f} < {threshold:.1f})"
+        if shown and stat:
+            return False, (
+                f"{cause}: nothing beyond noise (best {h.slice}, z {stat.z:.1f} < {threshold:.1f})"
+            )
+        return False, f"{cause}: nothing beyond noise"
     if stat.snr < 1.0:
-        return False, (
-            f"{cause}: {h.slice} moves {_pct(stat.effect)} (z {stat.z:.1f}), too little for a "
-            "cause: everyday drift"
-        )
+        return False, f"{cause}: {h.slice} moves {reading}, too little for a cause: everyday drift"
     if belief.readings[h].llr <= 0:
         return False, (
-            f"{cause}: {h.slice} moves {_pct(stat.effect)} (z {stat.z:.1f}), but a neighbouring "
-            "slice explains it better"
+            f"{cause}: {h.slice} moves {reading}, but a neighbouring slice explains it better"
         )
-    return True, f"{cause} on {h.slice}: {_pct(stat.effect)} in its signature, z {stat.z:.1f}"
+    if not shown:
+        return True, f"{cause} on {h.slice}: its signature leads once its neighbours are weighed"
+    return (
+        True,
+        f"{cause} on {h.slice}: {worksheet.pct(stat.effect)} in its signature, z {stat.z:.1f}",
+    )
 
 
 class SiteScan(SliceScan):
@@ -263,35 +263,6 @@ class SiteScan(SliceScan):
     def query(self, sql, state):
         return sql.site()
 
-    def statistic(self, cause, rows, inside, outside):
-        def sums(keep):
-            n = e = ob = on = eo = 0.0
-            for lab, v in rows:
-                if keep(lab):
-                    n += v.get("conv_now", 0.0)
-                    ob += v.get("orders_before", 0.0)
-                    on += v.get("orders_now", 0.0)
-                    if v.get("orders_before", 0.0) > 0:
-                        e += v.get("orders_now", 0.0) * v["conv_before"] / v["orders_before"]
-                    if v.get("sessions_before", 0.0) > 0:
-                        eo += (
-                            v.get("sessions_now", 0.0)
-                            * v.get("orders_before", 0.0)
-                            / v["sessions_before"]
-                        )
-            return n, e, ob, on, eo
-
-        n_in, e_in, ob_in, on_in, eo_in = sums(inside)
-        n_out, e_out, ob_out, on_out, eo_out = sums(outside)
-        if cause == "TRACKING_OUTAGE":
-            return oe_stat(n_in, e_in, n_out, e_out, -1)
-        # A broken page loses orders from the sessions that still arrive: orders fall against
-        # the rest AND against the slice's own sessions (a drop in traffic moves only the first).
-        return Stat.weakest(
-            share_stat(ob_in, on_in, ob_out, on_out, -1),
-            oe_stat(on_in, eo_in, on_out, eo_out, -1),
-        )
-
     def describe(self, rows, stats, belief, threshold):
         f = Finding()
         for cause, what in (
@@ -299,7 +270,7 @@ class SiteScan(SliceScan):
             ("LANDING_PAGE_BREAK", "orders"),
         ):
             h = _top(stats, belief, cause)
-            ok, text = _verdict(h, belief, threshold, cause)
+            ok, text = _verdict(h, belief, threshold, cause, stats)
             if ok:
                 f.strengthened.append(h)
                 f.sentences.append(text + f" ({what}).")
@@ -308,7 +279,7 @@ class SiteScan(SliceScan):
                 f.sentences.append(text + ".")
         lead = f.strengthened[0] if f.strengthened else _top(stats, belief, "TRACKING_OUTAGE")
         if lead is not None:
-            inside = _matcher(lead.slice)
+            inside = worksheet.matcher(lead.slice)
             mine = [r for r in rows if inside(r[0])]
             if mine:
                 lab, v = max(mine, key=lambda r: r[1].get("orders_before", 0.0))
@@ -338,23 +309,10 @@ class CreativeScan(SliceScan):
     def query(self, sql, state):
         return sql.creatives()
 
-    def rows_for(self, slice_text, rows):
-        by = "audience" if "audience=" in slice_text else "device"
-        return [(lab, v) for lab, v in rows if lab.get(by) not in ("", "NULL")]
-
-    def statistic(self, cause, rows, inside, outside):
-        return oe_stat(
-            sum(v["clicks_now"] for lab, v in rows if inside(lab)),
-            sum(v["clicks_expected"] for lab, v in rows if inside(lab)),
-            sum(v["clicks_now"] for lab, v in rows if outside(lab)),
-            sum(v["clicks_expected"] for lab, v in rows if outside(lab)),
-            -1,
-        )
-
     def describe(self, rows, stats, belief, threshold):
         f = Finding()
         h = _top(stats, belief, "CREATIVE_FATIGUE")
-        ok, text = _verdict(h, belief, threshold, "CREATIVE_FATIGUE")
+        ok, text = _verdict(h, belief, threshold, "CREATIVE_FATIGUE", stats)
         (f.strengthened.append(h) if ok else f.weakened.append("CREATIVE_FATIGUE"))
         f.sentences.append(text + (" (CTR)." if ok else "."))
         if h is not None:
@@ -385,28 +343,14 @@ class InvalidScan(SliceScan):
     def query(self, sql, state):
         return sql.invalid()
 
-    def statistic(self, cause, rows, inside, outside):
-        def oe(obs, exp):
-            return oe_stat(
-                sum(v[obs] for lab, v in rows if inside(lab)),
-                sum(v[exp] for lab, v in rows if inside(lab)),
-                sum(v[obs] for lab, v in rows if outside(lab)),
-                sum(v[exp] for lab, v in rows if outside(lab)),
-                +1,
-            )
-
-        return Stat.weakest(
-            oe("invalid_now", "invalid_expected"), oe("clicks_now", "clicks_expected")
-        )
-
     def describe(self, rows, stats, belief, threshold):
         f = Finding()
         h = _top(stats, belief, "INVALID_TRAFFIC")
-        ok, text = _verdict(h, belief, threshold, "INVALID_TRAFFIC")
+        ok, text = _verdict(h, belief, threshold, "INVALID_TRAFFIC", stats)
         (f.strengthened.append(h) if ok else f.weakened.append("INVALID_TRAFFIC"))
         f.sentences.append(text + (" (invalid clicks and CTR both up)." if ok else "."))
         if h is not None:
-            inside = _matcher(h.slice)
+            inside = worksheet.matcher(h.slice)
             mine = [r for r in rows if inside(r[0])]
             lab, v = max(mine, key=lambda r: r[1].get("invalid_expected", 0.0))
             f.sentences.insert(
@@ -429,31 +373,11 @@ class PlacementScan(SliceScan):
         return sql.placements()
 
     def read(self, text, belief, state, page):
-        rows = _labeled(parse_table(text), self.dims)
+        rows = worksheet.labeled(worksheet.result_rows(text), self.dims)
         for lab, v in rows:
             if v.get("impressions_before", 0) > 0:
                 state.serving.setdefault(lab["placement"], set()).add(lab["campaign"])
         return super().read(text, belief, state, page)
-
-    def statistic(self, cause, rows, inside, outside):
-        campaigns = {
-            lab["campaign"] for lab, v in rows if inside(lab) and v["impressions_before"] > 0
-        }
-        ref = [(lab, v) for lab, v in rows if lab["campaign"] in campaigns and outside(lab)]
-        mine = [(lab, v) for lab, v in rows if inside(lab)]
-        stat = share_stat(
-            sum(v["impressions_before"] for _, v in mine),
-            sum(v["impressions_now"] for _, v in mine),
-            sum(v["impressions_before"] for _, v in ref),
-            sum(v["impressions_now"] for _, v in ref),
-            +1,
-        )
-        if stat is None:
-            return None
-        # Automatic placement drifts by itself from week to week: a share must move beyond
-        # twice the usual floor to be read as a shift.
-        z = min(stat.z, stat.effect / (PLACEMENT_DRIFT * MIN_SE))
-        return Stat(stat.effect, z, min(stat.snr, stat.effect / (PLACEMENT_DRIFT * PRACTICAL_LOG)))
 
     def penalty(self, h, stat, rows):
         return 0.0  # 1D slices only, and no child dimension in the rows
@@ -461,7 +385,7 @@ class PlacementScan(SliceScan):
     def describe(self, rows, stats, belief, threshold):
         f = Finding()
         h = _top(stats, belief, "PLACEMENT_SHIFT")
-        ok, text = _verdict(h, belief, threshold, "PLACEMENT_SHIFT")
+        ok, text = _verdict(h, belief, threshold, "PLACEMENT_SHIFT", stats)
         (f.strengthened.append(h) if ok else f.weakened.append("PLACEMENT_SHIFT"))
         f.sentences.append(text + (" (its share of impressions)." if ok else "."))
         if h is not None:
@@ -476,11 +400,18 @@ class PlacementScan(SliceScan):
         return f
 
 
+def _daily_args(belief: Belief, page: Page) -> tuple:
+    """What a daily scan's reading takes besides its rows: the hypotheses tested (for the
+    Bonferroni threshold), the page's alerts and the alert week's first day."""
+    return len(belief.log_prior), _alert_args(page), str(page.windows.now_start)
+
+
 class AccountScan(Probe):
     """Impression share lost to budget and to rank, and the CPC, per day against their
     weekday's usual level, each at the onset where it moved most: more lost to budget is a
     BUDGET_CAP; more lost to rank with dearer clicks is COMPETITIVE_PRESSURE (an ad that stops
-    serving also loses rank, without raising what a click costs)."""
+    serving also loses rank, without raising what a click costs). The reading is the
+    worksheet's (:func:`.worksheet.account_reading`), printed in the row."""
 
     name = "account"
     causes = ("BUDGET_CAP", "COMPETITIVE_PRESSURE")
@@ -488,110 +419,28 @@ class AccountScan(Probe):
     def query(self, sql, state):
         return sql.account()
 
+    def worksheet(self, belief, state, page):
+        return [f"account({self.variable}, {', '.join(map(repr, _daily_args(belief, page)))})"]
+
     def read(self, text, belief, state, page):
-        rows = parse_table(text)
         f = Finding()
-        base = next((r for r in rows if r.get("day") == "baseline"), None)
-        days = [r for r in rows if r.get("day") not in (None, "baseline")]
-        if base is None or len(days) < 2:
+        reading = worksheet.account_reading(worksheet.result_rows(text), *_daily_args(belief, page))
+        if reading is None:
             f.sentences.append("The impression-share report has too few days to compare.")
             return f
-        n_base = int(num(base["days"]))
-
-        def scan(name: str, scale: float, floor: float):
-            series = [num(r[f"{name}_vs_weekday"]) / scale for r in days]
-            return onset_scan(series, num(base[f"{name}_sd"]) / scale, n_base, floor, +1)
-
-        budget, at_budget = scan("budget", 100, PRACTICAL_SHARE)
-        rank, at_rank = scan("rank", 100, PRACTICAL_SHARE)
-        cpc, _ = scan("cpc", 1, PRACTICAL_LOG)
-        # Competition needs both footprints: lost rank alone also rises under a bid or
-        # targeting change and under the account's background (read on ads_hard and
-        # ads_expert: rank alone named 3 false second causes for 2 true ones it recovered).
-        stats = {"BUDGET_CAP": budget, "COMPETITIVE_PRESSURE": Stat.weakest(rank, cpc)}
-        # Bonferroni over the onsets scanned, in the family of every hypothesis's test.
-        threshold = scan_threshold(len(belief.log_prior) + len(days) - 2)
-        moves = _account_moves(base, days, page)
-        for cause, stat in stats.items():
+        for cause, stat in reading["stats"].items():
             h = Hypothesis(cause)
-            belief.add(h, _llr(stat, threshold), stat)
-            belief.set_shares(h, _account_shares(cause, moves, page))
+            belief.add(h, _llr(stat, reading["threshold"]), stat)
+            belief.set_shares(h, reading["shares"][cause])
             (f.strengthened.append(h) if belief.score(h) > 0 else f.weakened.append(cause))
-
-        def z(stat: Stat | None) -> str:
-            return f"z {stat.z:.1f}" if stat is not None else "no reading"
-
-        f.sentences.append(
-            f"Against each weekday's usual level: lost to budget {base['lost_budget_pct']}% "
-            f"usually, {days[at_budget]['budget_vs_weekday']} points on "
-            f"{days[at_budget]['day']} and {_points(budget)} from then on ({z(budget)}); lost to "
-            f"rank {base['lost_rank_pct']}% usually, {days[at_rank]['rank_vs_weekday']} points "
-            f"on {days[at_rank]['day']} and {_points(rank)} from then on ({z(rank)}); CPC "
-            f"{base['cpc']} usually, {_pct(cpc.effect) if cpc else '+0%'} at its most "
-            f"({z(cpc)}); {threshold:.1f} needed."
-        )
-        for cause in stats:
-            shares = belief.readings[Hypothesis(cause)].shares
-            parts = [f"{page.alerts[i].kpi} {_share_text(v)}" for i, v in sorted(shares.items())]
-            f.sentences.append(
-                f"Over the alert week, {cause} at that size would account for "
-                f"{', '.join(parts)} of the paged moves."
-            )
+        f.sentences += worksheet.account_sentences(reading, _alert_args(page))
         return f
-
-
-def _points(stat: Stat | None) -> str:
-    return f"{100 * stat.effect:+.1f} points" if stat is not None else "no change"
-
-
-def _alert_week(days: list[dict[str, str]], page: Page) -> list[dict[str, str]]:
-    return [r for r in days if r["day"] >= str(page.windows.now_start)]
-
-
-def _account_moves(
-    base: Mapping[str, str], days: list[dict[str, str]], page: Page
-) -> dict[str, float]:
-    """What the alert week did to served volume and to the price of a click, against each
-    weekday's usual level: impressions lost to budget and to rank, as fractions of what is
-    usually served, and the relative rise of the CPC."""
-    week = _alert_week(days, page) or days
-    served = max(1 - (num(base["lost_budget_pct"]) + num(base["lost_rank_pct"])) / 100, 0.05)
-
-    def mean(col: str) -> float:
-        return sum(num(r[col]) for r in week) / len(week)
-
-    return {
-        "budget_loss": mean("budget_vs_weekday") / 100 / served,
-        "rank_loss": mean("rank_vs_weekday") / 100 / served,
-        "cpc_rise": math.exp(mean("cpc_vs_weekday")) - 1,
-    }
-
-
-def _account_shares(cause: str, moves: Mapping[str, float], page: Page) -> dict[int, float]:
-    """The share of each paged move an account-wide cause of the read size accounts for:
-    volume lost (to budget or to rank) over a volume alert's drop; for competition, the CPC
-    rise over a cost-per-conversion rise (conversions per click unchanged) and the ROAS it
-    costs over a ROAS drop. An alert the cause cannot move gets 0."""
-    out = {}
-    for i, alert in enumerate(page.alerts):
-        moved = num(alert.pct) / 100
-        size = 0.0
-        if compatible(cause, alert.kpi) and moved > 0:
-            if alert.kpi in ("clicks", "conversions", "conversion_value", "cost"):
-                size = moves["budget_loss" if cause == "BUDGET_CAP" else "rank_loss"]
-            elif alert.kpi == "cost_per_conversion":
-                size = moves["cpc_rise"]
-            elif alert.kpi == "roas":
-                size = 1 - 1 / (1 + max(moves["cpc_rise"], -0.5))
-        out[i] = size / moved if moved > 0 else 0.0
-    return out
 
 
 class DemandScan(Probe):
     """Eligible auctions per day against their weekday's usual level, at the onset where they
-    drop most (DEMAND_SHIFT), and what that drop makes of each paged move: fewer auctions cost
-    clicks, spend and conversions in proportion, so the alert week's drop over an alert's move
-    is the share of it that demand accounts for."""
+    drop most (DEMAND_SHIFT), and what that drop makes of each paged move
+    (:func:`.worksheet.demand_reading`, printed in the row)."""
 
     name = "demand"
     causes = ("DEMAND_SHIFT",)
@@ -599,42 +448,20 @@ class DemandScan(Probe):
     def query(self, sql, state):
         return sql.demand()
 
+    def worksheet(self, belief, state, page):
+        return [f"demand({self.variable}, {', '.join(map(repr, _daily_args(belief, page)))})"]
+
     def read(self, text, belief, state, page):
-        rows = parse_table(text)
         f = Finding()
-        base = next((r for r in rows if r.get("day") == "baseline"), None)
-        days = [r for r in rows if r.get("day") not in (None, "baseline")]
-        h = Hypothesis("DEMAND_SHIFT")
-        if base is None or len(days) < 2:
+        reading = worksheet.demand_reading(worksheet.result_rows(text), *_daily_args(belief, page))
+        if reading is None:
             f.sentences.append("The impression-share report has too few days to read demand.")
             return f
-        residuals = [num(r["vs_weekday"]) for r in days]
-        stat, onset = onset_scan(
-            residuals, num(base["robust_sd"]), int(num(base["days"])), PRACTICAL_LOG, -1
-        )
-        # Bonferroni over the onsets scanned, in the family of every hypothesis's test.
-        threshold = scan_threshold(len(belief.log_prior) + len(days) - 2)
-        belief.add(h, _llr(stat, threshold), stat)
-        week = [num(r["vs_weekday"]) for r in days if r["day"] >= str(page.windows.now_start)]
-        drop = 1 - math.exp(sum(week) / max(len(week), 1))
-        shares = {}
-        for i, alert in enumerate(page.alerts):
-            moved = num(alert.pct) / 100
-            adverse = compatible("DEMAND_SHIFT", alert.kpi) and alert.direction == "down"
-            shares[i] = drop / moved if adverse and moved > 0 else 0.0
-        belief.set_shares(h, shares)
-        z = stat.z if stat is not None else 0.0
-        level = _pct(-stat.effect) if stat is not None else "+0%"
-        f.sentences.append(
-            f"Against their weekday's usual level (a day's spread {base['robust_sd']} in logs), "
-            f"eligible auctions read {days[onset]['vs_weekday']} on {days[onset]['day']} and "
-            f"run {level} from then on (z {z:.1f} at that onset; {threshold:.1f} needed); the "
-            f"alert week as a whole runs {100 * -drop:+.0f}% against usual."
-        )
-        parts = [f"{page.alerts[i].kpi} {_share_text(v)}" for i, v in sorted(shares.items())]
-        f.sentences.append(f"Demand alone would account for {', '.join(parts)} of the paged moves.")
-        score = belief.score(h)
-        (f.strengthened.append(h) if score > 0 else f.weakened.append("DEMAND_SHIFT"))
+        h = Hypothesis("DEMAND_SHIFT")
+        belief.add(h, _llr(reading["stat"], reading["threshold"]), reading["stat"])
+        belief.set_shares(h, reading["shares"])
+        f.sentences += worksheet.demand_sentences(reading, _alert_args(page))
+        (f.strengthened.append(h) if belief.score(h) > 0 else f.weakened.append("DEMAND_SHIFT"))
         return f
 
 
@@ -653,7 +480,7 @@ class ChangeLog(Probe):
         return sql.change_log()
 
     def read(self, text, belief, state, page):
-        rows = parse_table(text)
+        rows = worksheet.result_rows(text)
         f = Finding()
         keep: dict[str, set[str | None]] = {c: set() for c in EDIT_KIND}
         groups: dict[tuple, list[dict[str, str]]] = {}
@@ -745,7 +572,7 @@ class AdStatus(Probe):
         return sql.ad_status()
 
     def read(self, text, belief, state, page):
-        rows = parse_table(text)
+        rows = worksheet.result_rows(text)
         f = Finding()
         keep: set[str | None] = set()
         for row in rows:
@@ -787,26 +614,9 @@ class DisapprovalScan(SliceScan):
     def query(self, sql, state):
         return sql.ad_share(sorted(set(state.ad_campaign.values())))
 
-    def statistic(self, cause, rows, inside, outside):
-        ads = {lab["creative"] for lab, _ in rows if inside(lab)}
-        campaigns = {lab["campaign"] for lab, _ in rows if lab["creative"] in ads}
-        geo = {lab["geo"] for lab, _ in rows if inside(lab)}
-        narrow = len(geo) == 1 and len({lab["geo"] for lab, _ in rows}) > 1
-
-        def ref(lab):
-            same = lab["campaign"] in campaigns and not inside(lab)
-            return same and (not narrow or lab["geo"] in geo)
-
-        def tot(keep, col):
-            return sum(v.get(col, 0.0) for lab, v in rows if keep(lab))
-
-        return share_stat(
-            tot(inside, "impressions_before"),
-            tot(inside, "impressions_now"),
-            tot(ref, "impressions_before"),
-            tot(ref, "impressions_now"),
-            -1,
-        )
+    def worksheet(self, belief, state, page):
+        slices = sorted(h.slice for h in self.covered(belief, state) if h.slice)
+        return [f'scan({self.variable}, "{self.name}", {len(belief.log_prior)}, {slices!r})']
 
     def penalty(self, h, stat, rows):
         return 0.0
@@ -814,11 +624,11 @@ class DisapprovalScan(SliceScan):
     def describe(self, rows, stats, belief, threshold):
         f = Finding()
         h = _top(stats, belief, "AD_DISAPPROVAL")
-        ok, text = _verdict(h, belief, threshold, "AD_DISAPPROVAL")
+        ok, text = _verdict(h, belief, threshold, "AD_DISAPPROVAL", stats)
         (f.strengthened.append(h) if ok else f.weakened.append("AD_DISAPPROVAL"))
         f.sentences.append(text + (" (its share of its ad groups)." if ok else "."))
         if h is not None:
-            inside = _matcher(h.slice)
+            inside = worksheet.matcher(h.slice)
             mine = [r for r in rows if inside(r[0])]
             if mine:
                 lab, v = max(mine, key=lambda r: r[1].get("impressions_before", 0.0))
@@ -839,19 +649,6 @@ def alert_columns(page: Page) -> list[str]:
             if c is not None and c not in out:
                 out.append(c)
     return out
-
-
-def pivot(rows: list[dict[str, str]], keys: tuple[str, ...]) -> list[tuple[Labels, Values]]:
-    """Rows with a ``period`` column become one row per key with ``<column>_<period>``."""
-    merged: dict[tuple, tuple[dict, Values]] = {}
-    for row in rows:
-        key = tuple(row.get(k, "") for k in keys)
-        _, values = merged.setdefault(key, ({k: row.get(k, "") for k in keys}, {}))
-        period = row.get("period", "")
-        for col, value in row.items():
-            if col not in keys and col != "period":
-                values[f"{col}_{period}"] = num(value)
-    return list(merged.values())
 
 
 class Check(Probe):
@@ -877,19 +674,30 @@ class Check(Probe):
             "AD_DISAPPROVAL": ["impressions"],
         }.get(self.h.cause, [])
 
-    def region(self, state: State) -> Callable[[Labels], bool]:
+    def region(self, state: State) -> dict[str, list[str]]:
+        """Where the hypothesis acts, as ``{column: values}`` of the check's rows."""
         cause = self.h.cause
         if cause == "AD_DISAPPROVAL":
             creative = dict(conditions(self.h.slice))["creative"]
-            campaign = state.ad_campaign.get(creative, "")
+            region = {"campaign": [state.ad_campaign.get(creative, "")]}
             if "&" in self.h.slice:
-                return lambda lab: lab["campaign"] == campaign and lab.get("in_geo") == "True"
-            return lambda lab: lab["campaign"] == campaign
+                region["in_geo"] = ["True"]
+            return region
         if cause == "PLACEMENT_SHIFT":
             placement = dict(conditions(self.h.slice))["placement"]
-            serving = state.serving.get(placement, set())
-            return lambda lab: lab["campaign"] in serving
-        return lambda lab: lab.get("in_slice") == "True"
+            return {"campaign": sorted(state.serving.get(placement, set()))}
+        return {"in_slice": ["True"]}
+
+    @property
+    def variable(self) -> str:
+        return "check_rows"
+
+    def worksheet(self, belief, state, page):
+        keys = ("campaign", *self.flags(state))
+        alerts = _alert_args(page)
+        cause = self.h.cause if self.h.cause in (*EDIT_KIND, "AD_DISAPPROVAL") else None
+        args = f"{keys!r}, {self.region(state)!r}, {alerts!r}"
+        return [f"shares(check_rows, {args}" + (f", {cause!r})" if cause else ")")]
 
     def query(self, sql, state):
         self._page_columns = getattr(self, "_page_columns", [])
@@ -901,27 +709,21 @@ class Check(Probe):
 
     def read(self, text, belief, state, page):
         keys = ("campaign", *self.flags(state))
-        rows = pivot(parse_table(text), keys)
+        rows = worksheet.pivot(worksheet.result_rows(text), keys)
         f = Finding()
-        weeks = 3
         region = self.region(state)
-        shares: dict[int, float] = {}
-        for i, alert in enumerate(page.alerts):
-            num_col, den_col = KPI_COLUMNS[alert.kpi]
-            scope = (
-                (lambda lab: True)
-                if alert.campaign is None
-                else (lambda lab, c=alert.campaign: lab["campaign"] == c)
-            )
-            share = alert_share(rows, scope, region, num_col, den_col, weeks, alert.move)
-            if share is not None:
-                shares[i] = share
-        stat = self.signature(rows)
+        shares = worksheet.alert_shares(rows, region, _alert_args(page))
+        cause = self.h.cause
+        stat = (
+            worksheet.check_signature(cause, rows, region)
+            if cause in (*EDIT_KIND, "AD_DISAPPROVAL")
+            else None
+        )
         if stat is not None:
             threshold = scan_threshold(max(len(state.edits), 1))
             belief.add(self.h, _llr(stat, threshold), stat)
         belief.set_shares(self.h, shares)
-        inside = [r for r in rows if region(r[0])]
+        inside = [r for r in rows if worksheet.in_region(region)(r[0])]
         if inside:
             lab, v = max(inside, key=lambda r: sum(r[1].values()))
             col = self._page_columns[0] if self._page_columns else next(iter(v))
@@ -930,14 +732,11 @@ class Check(Probe):
                 f"over three weeks -> {_raw(v, col + '_now')} in the alert week."
             )
         if stat is not None:
-            f.sentences.append(
-                f"On the edited segment the signature reads {_pct(stat.effect)} (z {stat.z:.1f})."
-                if self.h.cause in EDIT_KIND
-                else f"The ad's share of its ad groups moved {_pct(-stat.effect)} (z {stat.z:.1f})."
-            )
-        parts = [f"{page.alerts[i].kpi} {_share_text(s)}" for i, s in sorted(shares.items())] or [
-            "no alert it can be compared with"
-        ]
+            text = worksheet.signature_text(cause, stat)
+            f.sentences.append(text[0].upper() + text[1:] + ".")
+        parts = [
+            f"{page.alerts[i].kpi} {worksheet.share_text(s)}" for i, s in sorted(shares.items())
+        ] or ["no alert it can be compared with"]
         best = max(shares.values()) if shares else None
         relevant = best is not None and best >= RELEVANT and belief.score(self.h) > 0
         f.sentences.append(
@@ -949,50 +748,6 @@ class Check(Probe):
         (f.strengthened.append(self.h) if relevant else f.weakened.append(self.h.text()))
         return f
 
-    def signature(self, rows) -> Stat | None:
-        cause = self.h.cause
-        inside = self.region_of_slice()
-
-        def tot(keep, col):
-            return sum(v.get(col, 0.0) for lab, v in rows if keep(lab))
-
-        out = lambda lab: not inside(lab)  # noqa: E731
-        if cause == "BID_MODIFIER_CHANGE":
-            volume = share_stat(
-                tot(inside, "impressions_before"),
-                tot(inside, "impressions_now"),
-                tot(out, "impressions_before"),
-                tot(out, "impressions_now"),
-                +1,
-            )
-            return Stat.weakest(volume, _cpc(rows, inside, out))
-        if cause == "TARGETING_EXPANSION":
-            volume = share_stat(
-                tot(inside, "clicks_before"),
-                tot(inside, "clicks_now"),
-                tot(out, "clicks_before"),
-                tot(out, "clicks_now"),
-                +1,
-            )
-            return Stat.weakest(
-                volume, _expected_rate(rows, inside, out, "conversions", "clicks", -1)
-            )
-        if cause == "AD_DISAPPROVAL":
-            region = self._region
-            ad = lambda lab: lab.get("is_ad") == "True" and region(lab)  # noqa: E731
-            sib = lambda lab: lab.get("is_ad") != "True" and region(lab)  # noqa: E731
-            return share_stat(
-                tot(ad, "impressions_before"),
-                tot(ad, "impressions_now"),
-                tot(sib, "impressions_before"),
-                tot(sib, "impressions_now"),
-                -1,
-            )
-        return None
-
-    def region_of_slice(self) -> Callable[[Labels], bool]:
-        return lambda lab: lab.get("in_slice") == "True"
-
 
 class DisapprovalCheck(Check):
     def flags(self, state):
@@ -1002,56 +757,21 @@ class DisapprovalCheck(Check):
             out["in_geo"] = f"geo = '{conds['geo']}'"
         return out
 
-    def read(self, text, belief, state, page):
-        self._region = self.region(state)
-        return super().read(text, belief, state, page)
 
-
-def _share_text(share: float) -> str:
-    if share >= 2:
-        return "far more than all"
-    if share < 0:
-        return "none (it moved the other way)"
-    return f"{100 * share:.0f}%"
-
-
-def _cpc(rows, inside, out) -> Stat | None:
-    """Cost per click in the segment against each row's own CPC before, relative to the rest
-    (cost is money: its noise is read off clicks, with a per-click spread of about a half)."""
-
-    def oe(keep):
-        obs = sum(v.get("cost_now", 0.0) for lab, v in rows if keep(lab))
-        exp = sum(
-            v.get("clicks_now", 0.0) * v["cost_before"] / v["clicks_before"]
-            for lab, v in rows
-            if keep(lab) and v.get("clicks_before", 0.0) > 0
+def _alert_args(page: Page) -> list[tuple]:
+    """The page's alerts as the worksheet takes them: KPI, campaign, current, baseline, the
+    direction and the move in percent, all as the page prints them."""
+    return [
+        (
+            a.kpi,
+            a.campaign,
+            num(a.current.replace(",", "")),
+            num(a.baseline.replace(",", "")),
+            a.direction,
+            num(a.pct),
         )
-        clicks = sum(v.get("clicks_now", 0.0) for lab, v in rows if keep(lab))
-        return obs, exp, clicks
-
-    o_in, e_in, c_in = oe(inside)
-    o_out, e_out, c_out = oe(out)
-    if e_in <= 0 or e_out <= 0 or c_in < 5 or c_out < 5:
-        return None
-    effect = math.log(o_in / e_in) - math.log(o_out / e_out)
-    var = 2.0 * 0.25 * (1 / c_in + 1 / c_out)
-    day = 2.0 * 0.25 * 7 / c_in
-    return Stat(effect, effect / math.sqrt(var), effect / max(math.sqrt(day), PRACTICAL_LOG))
-
-
-def _expected_rate(rows, inside, out, num_col, den_col, direction) -> Stat | None:
-    def oe(keep):
-        obs = sum(v.get(f"{num_col}_now", 0.0) for lab, v in rows if keep(lab))
-        exp = sum(
-            v.get(f"{den_col}_now", 0.0) * v[f"{num_col}_before"] / v[f"{den_col}_before"]
-            for lab, v in rows
-            if keep(lab) and v.get(f"{den_col}_before", 0.0) > 0
-        )
-        return obs, exp
-
-    o_in, e_in = oe(inside)
-    o_out, e_out = oe(out)
-    return oe_stat(o_in, e_in, o_out, e_out, direction)
+        for a in page.alerts
+    ]
 
 
 def make_check(h: Hypothesis) -> Check:

@@ -1,4 +1,5 @@
-"""The teacher's arithmetic on the rows its queries returned (host code, not sent to a tool).
+"""The teacher's arithmetic on the rows its queries returned (and in the row: the worksheet ships
+it to the python tool, :mod:`.worksheet`; standard library only).
 
 Every statistic compares the alert's week (``now``) with the three weeks before the last two
 (``before``): whole weeks, so weekdays balance. As the domain's evidence does, rates are read as
@@ -14,8 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-
-from scipy import special
+from statistics import NormalDist
 
 PHI = 2.0  # overdispersion of daily counts (demand shocks that do not cancel)
 PRACTICAL_LOG = 0.05  # a 5% move in a rate or a share
@@ -127,7 +127,7 @@ def onset_scan(
 
 def scan_threshold(tests: int, alpha: float = 0.05) -> float:
     """One-sided Bonferroni z threshold for ``tests`` hypotheses read off one query."""
-    return float(-special.ndtri(alpha / max(tests, 1)))
+    return -NormalDist().inv_cdf(alpha / max(tests, 1))
 
 
 # -- how much of an alert a hypothesis accounts for -------------------------------------------
