@@ -23,6 +23,8 @@ import io
 import math
 import re
 import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from causaltrace.agents.result_tables import num, parse_table
 from causaltrace_domains.ads.teacher.signatures import (
@@ -47,12 +49,20 @@ from causaltrace_domains.ads.teacher.stats import (
     share_stat,
 )
 
+# Type aliases (host only: the row's copy drops annotations).
+Labels = Mapping[str, str]
+Rows = list[tuple[dict[str, str], dict[str, float]]]
+Pred = Callable[[Labels], bool]
+# An alert as the page prints it: KPI, campaign (None: the account), current, baseline,
+# direction ("up"/"down") and the move in percent.
+Alert = tuple[str, "str | None", float, float, str, float]
+
 PLACEMENT_DRIFT = 2.0  # automatic placement drifts by itself: a share must move twice the floor
 SHOWN = 3  # slices printed per cause
 
 
 # -- reading rows ----------------------------------------------------------------------------
-def labeled(rows, dims):
+def labeled(rows: list[dict[str, str]], dims: Sequence[str]) -> Rows:
     """Printed rows as (labels, values): the slice dimensions' text, every other column read
     as a number."""
     out = []
@@ -63,17 +73,17 @@ def labeled(rows, dims):
     return out
 
 
-def matcher(slice_text):
+def matcher(slice_text: str) -> Pred:
     conds = conditions(slice_text)
     return lambda lab: all(lab.get(d) == v for d, v in conds)
 
 
-def tot(rows, keep, col):
+def tot(rows: Rows, keep: Pred, col: str) -> float:
     return sum(v.get(col, 0.0) for lab, v in rows if keep(lab))
 
 
 # -- the signatures, one footprint function per scan -------------------------------------------
-def site_footprint(cause, rows, inside, outside):
+def site_footprint(cause: str, rows: Rows, inside: Pred, outside: Pred) -> Stat | None:
     """Conversions against the orders' expectation (TRACKING_OUTAGE); orders against the rest
     AND against the slice's own sessions (LANDING_PAGE_BREAK: a drop in traffic moves only the
     first)."""
@@ -105,7 +115,7 @@ def site_footprint(cause, rows, inside, outside):
     )
 
 
-def fatigue_footprint(cause, rows, inside, outside):
+def fatigue_footprint(cause: str, rows: Rows, inside: Pred, outside: Pred) -> Stat | None:
     """Each ad's clicks against what its own CTR before predicts."""
     return oe_stat(
         tot(rows, inside, "clicks_now"),
@@ -116,7 +126,7 @@ def fatigue_footprint(cause, rows, inside, outside):
     )
 
 
-def invalid_footprint(cause, rows, inside, outside):
+def invalid_footprint(cause: str, rows: Rows, inside: Pred, outside: Pred) -> Stat | None:
     """Invalid clicks per click AND CTR, each against the cell's own rate before."""
 
     def oe(obs, exp):
@@ -128,7 +138,7 @@ def invalid_footprint(cause, rows, inside, outside):
     return Stat.weakest(oe("invalid_now", "invalid_expected"), oe("clicks_now", "clicks_expected"))
 
 
-def placement_footprint(cause, rows, inside, outside):
+def placement_footprint(cause: str, rows: Rows, inside: Pred, outside: Pred) -> Stat | None:
     """A placement's impressions against the other placements of the campaigns serving it."""
     campaigns = {lab["campaign"] for lab, v in rows if inside(lab) and v["impressions_before"] > 0}
     ref = [(lab, v) for lab, v in rows if lab["campaign"] in campaigns and outside(lab)]
@@ -146,7 +156,7 @@ def placement_footprint(cause, rows, inside, outside):
     return Stat(stat.effect, z, min(stat.snr, stat.effect / (PLACEMENT_DRIFT * PRACTICAL_LOG)))
 
 
-def disapproval_footprint(cause, rows, inside, outside):
+def disapproval_footprint(cause: str, rows: Rows, inside: Pred, outside: Pred) -> Stat | None:
     """A flagged ad's impressions against the other ads of its campaigns (in its geo, for a
     slice of one geo)."""
     ads = {lab["creative"] for lab, _ in rows if inside(lab)}
@@ -180,7 +190,7 @@ SCANS = {
 }
 
 
-def scan_rows(scan_name, slice_text, rows):
+def scan_rows(scan_name: str, slice_text: str, rows: Rows) -> Rows:
     """The rows that partition a slice's cells: the creatives query has one grouping set per
     slice shape (by device, by audience)."""
     if scan_name != "creatives":
@@ -189,7 +199,7 @@ def scan_rows(scan_name, slice_text, rows):
     return [(lab, v) for lab, v in rows if lab.get(by) not in ("", "NULL")]
 
 
-def slice_stat(scan_name, cause, slice_text, rows):
+def slice_stat(scan_name: str, cause: str, slice_text: str, rows: Rows) -> Stat | None:
     """The cause's footprint on one slice, or None (no rows in it, or too little volume)."""
     mine = scan_rows(scan_name, slice_text, rows)
     inside = matcher(slice_text)
@@ -198,22 +208,24 @@ def slice_stat(scan_name, cause, slice_text, rows):
     return SCANS[scan_name][1][cause](cause, mine, inside, lambda lab: not inside(lab))
 
 
-def pct(effect):
+def pct(effect: float) -> str:
     """A log effect as a percentage change."""
     return f"{100 * (math.exp(effect) - 1):+.0f}%"
 
 
-def describe_stat(stat):
+def describe_stat(stat: Stat) -> str:
     return f"{pct(stat.effect)} z {stat.z:.1f} size {stat.snr:.1f}"
 
 
-def strongest(stats, shown=SHOWN):
+def strongest(stats: Mapping[str, Stat | None], shown: int = SHOWN) -> list[tuple[str, Stat]]:
     """The slices with the largest z (ties by name), as printed."""
     found = [(s, st) for s, st in stats.items() if st is not None]
     return sorted(found, key=lambda kv: (-kv[1].z, kv[0]))[:shown]
 
 
-def slice_stats(scan_name, cause, rows, slices=None):
+def slice_stats(
+    scan_name: str, cause: str, rows: Rows, slices: Sequence[str] | None = None
+) -> dict[str, Stat | None]:
     """Every candidate slice's footprint: ``slices`` if given, else every slice the cause may
     take over the levels present in the rows."""
     dims = SCANS[scan_name][0]
@@ -227,7 +239,9 @@ def slice_stats(scan_name, cause, rows, slices=None):
     return {s: slice_stat(scan_name, cause, s, rows) for s in slices}
 
 
-def scan(rows, scan_name, tests, slices=None):
+def scan(
+    rows: list[dict[str, str]], scan_name: str, tests: int, slices: Sequence[str] | None = None
+) -> None:
     """Print each cause's strongest slices and the z a slice needs (one-sided Bonferroni over
     ``tests`` hypotheses); ``slices``: the candidates where a record narrowed them."""
     dims, footprints = SCANS[scan_name]
@@ -240,7 +254,7 @@ def scan(rows, scan_name, tests, slices=None):
 
 
 # -- a hypothesis's check: its share of each paged alert, and its signature where it acts -----
-def pivot(rows, keys):
+def pivot(rows: list[dict[str, str]], keys: Sequence[str]) -> Rows:
     """Rows with a ``period`` column become one row per key with ``<column>_<period>``."""
     merged = {}
     for row in rows:
@@ -253,13 +267,15 @@ def pivot(rows, keys):
     return list(merged.values())
 
 
-def in_region(region):
+def in_region(region: Mapping[str, Sequence[str]]) -> Pred:
     """``{column: [values]}``: a row is in the hypothesis's region when each column holds one
     of its values (the check's flags, or the campaigns an ad or a placement serves in)."""
     return lambda lab: all(lab.get(k) in values for k, values in region.items())
 
 
-def alert_shares(rows, region, alerts, weeks_before=3):
+def alert_shares(
+    rows: Rows, region: Mapping[str, Sequence[str]], alerts: Sequence[Alert], weeks_before: int = 3
+) -> dict[int, float]:
     """Each paged alert's share that the region accounts for; ``alerts``: (kpi, campaign or
     None, current, baseline) as the page prints them. An alert with no control is left out."""
     inside = in_region(region)
@@ -278,7 +294,7 @@ def alert_shares(rows, region, alerts, weeks_before=3):
     return out
 
 
-def share_text(share):
+def share_text(share: float) -> str:
     if share >= 2:
         return "far more than all"
     if share < 0:
@@ -286,7 +302,7 @@ def share_text(share):
     return f"{100 * share:.0f}%"
 
 
-def cpc_stat(rows, inside, out):
+def cpc_stat(rows: Rows, inside: Pred, out: Pred) -> Stat | None:
     """Cost per click in the segment against each row's own CPC before, relative to the rest
     (cost is money: its noise is read off clicks, with a per-click spread of about a half)."""
 
@@ -309,7 +325,9 @@ def cpc_stat(rows, inside, out):
     return Stat(effect, effect / math.sqrt(var), effect / max(math.sqrt(day), PRACTICAL_LOG))
 
 
-def expected_rate(rows, inside, out, num_col, den_col, direction):
+def expected_rate(
+    rows: Rows, inside: Pred, out: Pred, num_col: str, den_col: str, direction: int
+) -> Stat | None:
     def oe(keep):
         exp = sum(
             v.get(f"{den_col}_now", 0.0) * v[f"{num_col}_before"] / v[f"{den_col}_before"]
@@ -323,7 +341,7 @@ def expected_rate(rows, inside, out, num_col, den_col, direction):
     return oe_stat(o_in, e_in, o_out, e_out, direction)
 
 
-def check_signature(cause, rows, region):
+def check_signature(cause: str, rows: Rows, region: Mapping[str, Sequence[str]]) -> Stat | None:
     """The cause's footprint where it acts: an edit's segment (``in_slice``) against the rest
     (more volume AND dearer clicks for a bid raise; more clicks AND fewer conversions per click
     for a widened targeting), or a flagged ad against its siblings in the region."""
@@ -349,13 +367,19 @@ def check_signature(cause, rows, region):
     return None
 
 
-def signature_text(cause, stat):
+def signature_text(cause: str, stat: Stat) -> str:
     if cause == "AD_DISAPPROVAL":
         return f"the ad's share of its ad groups moved {pct(-stat.effect)} (z {stat.z:.1f})"
     return f"the signature on the edited segment reads {pct(stat.effect)} (z {stat.z:.1f})"
 
 
-def shares(rows, keys, region, alerts, cause=None):
+def shares(
+    rows: list[dict[str, str]],
+    keys: Sequence[str],
+    region: Mapping[str, Sequence[str]],
+    alerts: Sequence[Alert],
+    cause: str | None = None,
+) -> None:
     """Print a hypothesis's share of each paged alert and, for an edit or an ad, its
     signature (``rows``: the check's query, one row per key and period)."""
     rows = pivot(rows, keys)
@@ -371,13 +395,15 @@ def shares(rows, keys, region, alerts, cause=None):
 
 
 # -- account-wide readings: a daily series against its weekday's usual level ------------------
-def _days(rows):
+def _days(rows: list[dict[str, str]]) -> tuple[dict[str, str] | None, list[dict[str, str]]]:
     base = next((r for r in rows if r.get("day") == "baseline"), None)
     days = [r for r in rows if r.get("day") not in (None, "baseline")]
     return (base, days) if base is not None and len(days) >= 2 else (None, days)
 
 
-def account_reading(rows, tests, alerts, now_start):
+def account_reading(
+    rows: list[dict[str, str]], tests: int, alerts: Sequence[Alert], now_start: str
+) -> dict[str, Any] | None:
     """Lost to budget, lost to rank and CPC, each scanned for an onset (Bonferroni over the
     hypotheses and the onsets); the share of each paged move each cause of the read size makes:
     volume lost over a volume alert's drop; the CPC rise over a cost-per-conversion rise; the
@@ -430,19 +456,19 @@ def account_reading(rows, tests, alerts, now_start):
     }  # fmt: skip
 
 
-def _z(stat):
+def _z(stat: Stat | None) -> str:
     return f"z {stat.z:.1f}" if stat is not None else "no reading"
 
 
-def _points(stat):
+def _points(stat: Stat | None) -> str:
     return f"{100 * stat.effect:+.1f} points" if stat is not None else "no change"
 
 
-def _share_list(shares, alerts):
+def _share_list(shares: Mapping[int, float], alerts: Sequence[Alert]) -> str:
     return ", ".join(f"{alerts[i][0]} {share_text(v)}" for i, v in sorted(shares.items()))
 
 
-def account_sentences(reading, alerts):
+def account_sentences(reading: Mapping[str, Any], alerts: Sequence[Alert]) -> list[str]:
     r = reading
     base, days, cpc = r["base"], r["days"], r["cpc"]
     b, k = days[r["at_budget"]], days[r["at_rank"]]
@@ -462,7 +488,9 @@ def account_sentences(reading, alerts):
     return out
 
 
-def account(rows, tests, alerts, now_start):
+def account(
+    rows: list[dict[str, str]], tests: int, alerts: Sequence[Alert], now_start: str
+) -> None:
     """Print the account-wide reading (:func:`account_reading`)."""
     r = account_reading(rows, tests, alerts, now_start)
     if r is None:
@@ -480,7 +508,9 @@ def account(rows, tests, alerts, now_start):
         print(cause, {alerts[i][0]: share_text(v) for i, v in found.items()})
 
 
-def demand_reading(rows, tests, alerts, now_start):
+def demand_reading(
+    rows: list[dict[str, str]], tests: int, alerts: Sequence[Alert], now_start: str
+) -> dict[str, Any] | None:
     """Eligible auctions scanned for the onset of a drop; the alert week's drop over each
     adverse volume alert's move is the share demand accounts for. None: too few days."""
     base, days = _days(rows)
@@ -503,7 +533,7 @@ def demand_reading(rows, tests, alerts, now_start):
     }  # fmt: skip
 
 
-def demand_sentences(reading, alerts):
+def demand_sentences(reading: Mapping[str, Any], alerts: Sequence[Alert]) -> list[str]:
     r = reading
     stat, day = r["stat"], r["days"][r["onset"]]
     z = stat.z if stat is not None else 0.0
@@ -517,7 +547,7 @@ def demand_sentences(reading, alerts):
     ]
 
 
-def demand(rows, tests, alerts, now_start):
+def demand(rows: list[dict[str, str]], tests: int, alerts: Sequence[Alert], now_start: str) -> None:
     """Print the demand reading (:func:`demand_reading`)."""
     r = demand_reading(rows, tests, alerts, now_start)
     if r is None:
@@ -530,7 +560,7 @@ def demand(rows, tests, alerts, now_start):
     print("DEMAND_SHIFT", {alerts[i][0]: share_text(v) for i, v in r["shares"].items()})
 
 
-def q(sql):
+def q(sql: str) -> list[dict[str, str]]:
     """Run ``sql`` through DuckDB over the namespace's tables, print its rows separated by ``|``
     (numbers to ten significant digits, as the sql tool prints them; unpadded, so a row of the
     SFT set pays fewer tokens for a table; not commas, which read as thousands separators) and
@@ -545,7 +575,7 @@ def q(sql):
     return list(csv.DictReader(io.StringIO(text), delimiter="|"))
 
 
-def result_rows(text):
+def result_rows(text: str) -> list[dict[str, str]]:
     """The rows of a result as the host reads them: a ``q`` cell's CSV (up to its row count),
     or the sql tool's table."""
     lines = text.splitlines()
@@ -561,7 +591,8 @@ def result_rows(text):
 _BUNDLED = (num, conditions, candidate_slices, compatible)
 # Host-only names, and type aliases (annotations are dropped in the row).
 _HOST_ONLY = {
-    "notebook_source", "_compact", "_BUNDLED", "_HOST_ONLY", "Row", "Pred", "result_rows",
+    "notebook_source", "_compact", "_BUNDLED", "_HOST_ONLY", "Row", "Rows", "Pred", "Labels",
+    "Alert", "result_rows",
     "account_sentences", "demand_sentences", "_share_list", "_points", "_z", "signature_text",
 }  # fmt: skip
 
