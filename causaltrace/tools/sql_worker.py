@@ -87,6 +87,38 @@ STORAGE_FUNCTIONS = frozenset(
         "query_table",
     }
 )
+# The table functions a query may read from, by name after DuckDB parses it (what executes, not
+# the text: ``json_execute_serialized_sql(json_serialize_sql('...'))`` ran a refused function
+# that no token of the text names, and new introspection functions such as
+# ``duckdb_eviction_queues()`` appear with DuckDB releases). Every other table function is
+# refused; views over the catalog (information_schema, duckdb_tables, pg_catalog) stay readable.
+TABLE_FUNCTIONS = frozenset(
+    {
+        "range",
+        "generate_series",
+        "unnest",
+        "json_each",
+        "json_tree",
+        "duckdb_columns",
+        "duckdb_constraints",
+        "duckdb_databases",
+        "duckdb_functions",
+        "duckdb_keywords",
+        "duckdb_schemas",
+        "duckdb_settings",
+        "duckdb_tables",
+        "duckdb_types",
+        "duckdb_views",
+        *(f"pragma_{name}" for name in READ_PRAGMAS),
+    }
+)
+# Functions that run SQL given as a value: refused wherever they appear.
+EXECUTORS = frozenset({"query", "query_table", "json_execute_serialized_sql"})
+FUNCTION_HINT = (
+    "Error: {name}() is not available in the sql tool (table functions other than {allowed}, "
+    "functions that report how the tables are stored, and SQL run from a string are refused); "
+    "query the tables themselves."
+)
 STORAGE_HINT = (
     "Error: {name}() is not available in the sql tool (functions that report how the tables "
     "are stored, and SQL passed as a string, are refused); query the tables themselves."
@@ -178,6 +210,57 @@ def _refuse_storage_functions(text: str) -> None:
                 raise Refused(STORAGE_HINT.format(name=name))
 
 
+def _functions(con, text: str) -> tuple[set[str], set[str]]:
+    """The table functions and all functions one SELECT statement calls, from DuckDB's own
+    parse tree (``json_serialize_sql``): names in any case, quoting or schema, in subqueries,
+    CTEs, DESCRIBE and SUMMARIZE, as the binder will resolve them."""
+    tree = json.loads(con.execute("SELECT json_serialize_sql(?)", [text]).fetchone()[0])
+    if tree.get("error"):
+        raise Refused("Error: this statement could not be read, so it was not run.")
+    tables: set[str] = set()
+    called: set[str] = set()
+    stack: list[Any] = [tree]
+    while stack:  # iterative: a deeply nested statement cannot exhaust the recursion limit
+        node = stack.pop()
+        if isinstance(node, dict):
+            if node.get("type") == "TABLE_FUNCTION" and isinstance(node.get("function"), dict):
+                tables.add(str(node["function"].get("function_name", "")).lower())
+            if "function_name" in node:
+                called.add(str(node["function_name"]).lower())
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return tables, called
+
+
+def _function_refused(name: str) -> Refused:
+    allowed = ", ".join(sorted(n for n in TABLE_FUNCTIONS if not n.startswith("pragma_")))
+    return Refused(FUNCTION_HINT.format(name=name or "?", allowed=allowed))
+
+
+def _refuse_call(text: str) -> None:
+    """``CALL [schema.]f(...)`` runs the table function ``f``: the same allow-list."""
+    name = next(
+        (
+            word.strip('"').lower()
+            for (_, kind, word), nxt in itertools.pairwise(_tokens(text))
+            if kind in ("identifier", "keyword") and nxt[2] == "("
+        ),
+        "",
+    )
+    if name not in TABLE_FUNCTIONS:
+        raise _function_refused(name)
+
+
+def _refuse_functions(con, text: str) -> None:
+    """Refuse a SELECT that reads a table function outside :data:`TABLE_FUNCTIONS` or calls a
+    storage function or an executor anywhere."""
+    tables, called = _functions(con, text)
+    refused = sorted((tables - TABLE_FUNCTIONS) | (called & (STORAGE_FUNCTIONS | EXECUTORS)))
+    if refused:
+        raise _function_refused(refused[0])
+
+
 def check_statements(con, text: str, depth: int = 0, inner: bool = False) -> list:
     """The parsed statements of ``text`` if every one (and every statement nested in one) may
     run; raise :class:`Refused` otherwise. Parse errors propagate as ``duckdb.Error``.
@@ -195,6 +278,8 @@ def check_statements(con, text: str, depth: int = 0, inner: bool = False) -> lis
         raise _refuse(refused)
     for statement in statements:
         kind = statement.type.name
+        if kind == "SELECT":
+            _refuse_functions(con, statement.query)
         if kind == "EXPLAIN":
             wrapped = check_statements(con, _explained(statement.query), depth + 1, inner=True)
             if len(wrapped) != 1:
@@ -205,6 +290,8 @@ def check_statements(con, text: str, depth: int = 0, inner: bool = False) -> lis
                 f"Error: the sql tool is read-only; {_first_word(statement.query) or '?'} "
                 f"statements are not allowed. {READ_ONLY_HINT}"
             )
+        elif kind == "CALL":
+            _refuse_call(statement.query)
         elif kind == "PRAGMA":
             name = _pragma_name(statement.query)
             if name not in READ_PRAGMAS:

@@ -66,6 +66,17 @@ def test_the_sandbox_holds_no_table_file_after_loading(runtime, tmp_path):
         "SELECT * FROM duckdb_memory()",
         "SELECT * FROM query('SELECT * FROM pragma_storage_info(''orders'')')",
         "SELECT 1 AS x, /* hidden */ storage_info /* call */ ('orders')",
+        # Issue 42: by indirection, and functions no list of names foresaw. The allow-list
+        # of table functions is checked on DuckDB's parse tree, so neither reaches execution.
+        "SELECT * FROM json_execute_serialized_sql(json_serialize_sql("
+        "'SELECT * FROM pragma_storage_info(''orders'')'))",
+        "SELECT * FROM duckdb_live_query_metrics()",
+        "SELECT * FROM duckdb_eviction_queues()",
+        "CALL duckdb_eviction_queues()",
+        "SUMMARIZE SELECT * FROM pragma_storage_info('orders')",
+        "EXPLAIN SELECT * FROM main.\"Pragma_Storage_Info\"('orders')",
+        "SELECT * FROM orders WHERE revenue > (SELECT count(*) FROM duckdb_blocks())",
+        "WITH s AS (FROM pragma_metadata_info()) SELECT count(*) FROM s",
     ],
 )
 def test_the_sql_tool_refuses_storage_introspection(runtime, tmp_path, query):
@@ -78,3 +89,23 @@ def test_names_that_only_look_like_those_functions_still_work(runtime, tmp_path)
     with runtime.episode(make_episode(tmp_path)) as tools:
         out = tools.sql("SELECT 'storage_info(' AS query, count(*) AS n FROM orders")
     assert "storage_info(" in out and "400" in out, out
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT count(*) FROM range(3)",
+        "SELECT count(*) FROM generate_series(1, 3)",
+        "SELECT count(*) FROM unnest([1, 2, 3])",
+        "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'orders'",
+        "SELECT count(*) FROM information_schema.columns WHERE table_name = 'orders'",
+        "CALL pragma_table_info('orders')",
+        "SELECT count(*) FROM (DESCRIBE orders)",
+        "SELECT count(*) FROM (SUMMARIZE orders)",
+    ],
+)
+def test_the_allow_list_keeps_what_an_analyst_reads(runtime, tmp_path, query):
+    """Table functions an analyst uses to generate rows or read the catalog still run."""
+    with runtime.episode(make_episode(tmp_path)) as tools:
+        out = tools.sql(query)
+    assert not out.startswith("Error:"), out
