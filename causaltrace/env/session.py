@@ -13,6 +13,7 @@ call costs one unit of ``max_tool_calls``, and it may submit again (see ``docs/r
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -25,6 +26,19 @@ from causaltrace.datasets.reading import DatasetSource
 from causaltrace.env.contract import ToolContract
 from causaltrace.errors import CausalTraceError
 from causaltrace.scoring import CompositeReward, ParsedAnswer
+
+_LOG = logging.getLogger(__name__)
+
+
+def host_failure(tool: str, exc: BaseException) -> str:
+    """What an agent reads when its call raised in the environment (a bug, or bytes a worker
+    forged): a named tool error, and the episode goes on. The exception's text stays in the
+    host's log; only its type is shown."""
+    return (
+        f"Error: the {tool} call failed in the environment ({type(exc).__name__}); "
+        "the episode goes on."
+    )
+
 
 SUBMITTED = "Submission received. The episode is over."
 
@@ -260,7 +274,13 @@ class DiagnosisSession:
             return self._truncate("tool-call budget exhausted")
         self.tool_calls += 1
         started = time.perf_counter()
-        observation = await self._tools.call(call.name, call.arguments)
+        try:
+            observation = await self._tools.call(call.name, call.arguments)
+        except Exception as exc:  # the tools' bug or a worker's forged bytes: the episode goes on
+            _LOG.warning(
+                "%s call of episode %s failed on the host", call.name, self.episode, exc_info=True
+            )
+            observation = host_failure(call.name, exc)
         elapsed = time.perf_counter() - started
         self.messages.append(
             {"role": "tool", "tool_call_id": call_id, "name": call.name, "content": observation}

@@ -8,6 +8,7 @@ the tool result and never raises.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 from typing import Any, Literal
 
@@ -85,6 +86,8 @@ class ToolConfig:
         for f in fields(self):
             value = getattr(self, f.name)
             numeric = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if numeric and not math.isfinite(value):  # nan passes every comparison below
+                raise ToolError(f"ToolConfig.{f.name} must be a finite number, got {value!r}")
             if numeric and (value < 0 or (value == 0 and f.name != "warm_workers")):
                 raise ToolError(f"ToolConfig.{f.name} must be positive, got {value!r}")
         if self.sandbox not in ("auto", "bwrap", "unshare", "none"):

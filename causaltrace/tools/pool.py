@@ -30,6 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar, Generic, Self, TypeVar
 
+from causaltrace.core import untrusted
 from causaltrace.tools.config import SandboxError, ToolConfig
 from causaltrace.tools.sandbox import Launcher
 
@@ -197,11 +198,11 @@ class SandboxProcess:
             (size,) = _HEADER.unpack(await stdout.readexactly(_HEADER.size))
             if size > self.max_frame:
                 raise WorkerDied(f"protocol violation: a {size}-byte message")
-            message = json.loads(await stdout.readexactly(size))
+            message = untrusted.loads(await stdout.readexactly(size), "the worker's reply")
         except (asyncio.IncompleteReadError, ConnectionError) as exc:
             raise WorkerDied(await self._death_reason()) from exc
         except (ValueError, UnicodeDecodeError) as exc:
-            raise WorkerDied("protocol violation: unreadable message") from exc
+            raise WorkerDied(f"protocol violation: unreadable message ({exc})") from exc
         if not isinstance(message, dict):
             raise WorkerDied("protocol violation: message is not an object")
         return message

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import shutil
@@ -29,6 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from causaltrace.core import untrusted
 from causaltrace.tools.config import SandboxError, SandboxUnavailableError, ToolConfig, ToolError
 from causaltrace.tools.episode_data import EpisodeData
 from causaltrace.tools.fork_keeper import ForkServerKeeper
@@ -334,7 +334,7 @@ class EpisodeTools:
             reply = await worker.request({"op": "load"}, self.config.worker_start_timeout)
             if not reply.get("ok"):
                 raise ToolError(
-                    f"the python worker could not load the episode: {reply.get('error')}"
+                    f"the python worker could not load the episode: {untrusted.text(reply, 'error')}"
                 )
             await asyncio.to_thread(self.episode.remove_tables_from, worker.episode_dir)
             worker.loaded = True
@@ -399,8 +399,8 @@ class EpisodeTools:
                 if worker is not None:
                     self._background(worker.close())
                 raise
-            if not reply.get("ok"):
-                return f"Error: {reply.get('error')}"
+            if reply.get("ok") is not True:
+                return f"Error: {untrusted.text(reply, 'error') or 'the python worker failed'}"
             return self._render(reply)
 
     def _background(self, coro: Any) -> None:
@@ -427,9 +427,10 @@ class EpisodeTools:
         """Join stdout, low-level output and the error or value; cap and say what was cut."""
         cap = self.config.python_max_output_chars
         parts, dropped = [], 0
-        for key in ("stdout", "fd_output", "error" if reply.get("error") else "result"):
-            text = str(reply.get(key) or "")
-            dropped += max(0, int(reply.get(key + "_total") or 0) - len(text))
+        # The reply is the worker's, which agent code can forge: every field is type-checked.
+        for key in ("stdout", "fd_output", "error" if untrusted.text(reply, "error") else "result"):
+            text = untrusted.text(reply, key)
+            dropped += max(0, untrusted.count(reply, key + "_total") - len(text))
             if text:
                 parts.append(text.rstrip("\n"))
         body = "\n".join(parts)
@@ -451,9 +452,9 @@ class EpisodeTools:
         """
         if isinstance(arguments, str):
             try:
-                arguments = json.loads(arguments) if arguments.strip() else {}
+                arguments = untrusted.loads(arguments, "the arguments") if arguments.strip() else {}
             except ValueError as exc:
-                return f"Error: the arguments are not valid JSON: {exc}"
+                return f"Error: {exc}"
         if not isinstance(arguments, Mapping):
             return "Error: the arguments must be a JSON object."
         if name == "sql":

@@ -39,6 +39,7 @@ import struct
 from pathlib import Path
 from typing import Any, ClassVar
 
+from causaltrace.core import untrusted
 from causaltrace.tools.config import MiB, ToolConfig, ToolError
 from causaltrace.tools.derived import DerivedFiles
 from causaltrace.tools.episode_data import EpisodeData
@@ -312,9 +313,9 @@ class SqlTool:
             if not reply.get("ok"):
                 raise ToolError(
                     f"the sql tool could not load {str(self.episode.directory)!r}: "
-                    f"{reply.get('error')}"
+                    f"{untrusted.text(reply, 'error')}"
                 )
-            self.file_bytes = int(reply.get("bytes") or 0)
+            self.file_bytes = untrusted.count(reply, "bytes")
             return process
         except SqlProcessDied as exc:
             await process.close()
@@ -373,9 +374,9 @@ class SqlTool:
                 # The caller gave up: the worker may still be running the query. Replace it.
                 self._discard()
                 raise
-            if not reply.get("ok"):
-                return f"Error: {reply.get('error')}"
-            return str(reply.get("text", ""))
+            if reply.get("ok") is not True:
+                return f"Error: {untrusted.text(reply, 'error') or 'the SQL process failed'}"
+            return untrusted.text(reply, "text")
 
     async def memory(self) -> dict[str, int]:
         """DuckDB's own account of its memory, the database file's size and the process PSS."""
@@ -386,8 +387,8 @@ class SqlTool:
             except (TimeoutError, SqlProcessDied):
                 return {"sql_bytes": 0, "sql_file_bytes": 0, "sql_pss_bytes": 0}
             return {
-                "sql_bytes": int(reply.get("bytes") or 0),
-                "sql_file_bytes": int(reply.get("file_bytes") or 0),
+                "sql_bytes": untrusted.count(reply, "bytes"),
+                "sql_file_bytes": untrusted.count(reply, "file_bytes"),
                 "sql_pss_bytes": process.memory_pss(),
             }
 

@@ -25,16 +25,19 @@ the same schemas as the harness, the SFT export and verl (the cause enum include
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from causaltrace.datasets.reading import DatasetSource
 from causaltrace.env.contract import ToolContract
-from causaltrace.env.session import EnvConfig
+from causaltrace.env.session import EnvConfig, host_failure
 from causaltrace.serve import HostConfig, SessionHost
 from causaltrace.training.host_loop import HostLoop
 from causaltrace.training.records import RL_RULES
+
+_LOG = logging.getLogger(__name__)
 
 
 def _local_host(tool_config) -> Any:
@@ -102,9 +105,13 @@ class CausalTraceEnvironment:
     def _call(self, name: str, arguments: dict[str, Any]) -> str:
         if self._session is None:
             return "The episode is over." if self._result is not None else "Error: no episode."
-        step = self._loop.run(
-            self._host.step(self._session, {"name": name, "arguments": arguments})
-        )
+        try:
+            step = self._loop.run(
+                self._host.step(self._session, {"name": name, "arguments": arguments})
+            )
+        except Exception as exc:  # TRL would end the whole rollout batch on a raise
+            _LOG.warning("the %s call failed in the environment", name, exc_info=True)
+            return host_failure(name, exc)
         if step["terminated"] or step["truncated"]:
             self._finish()
         return step["observation"]

@@ -23,14 +23,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+import logging
 import time
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import uuid4
 
+from causaltrace.env.session import host_failure
 from causaltrace.errors import CausalTraceError
 from causaltrace.serve import HostConfig, SessionHost, UnknownSession
+
+_LOG = logging.getLogger(__name__)
 
 SUPPORTED = ((0, 7), (0, 9))  # inclusive range of verl minor versions
 
@@ -275,7 +279,11 @@ class CausalTraceTool(_BaseTool):
             if entry.done:
                 return ToolResponse(text="The episode is over."), 0.0, {}
             call = {"name": self.name, "arguments": dict(parameters)}
-            result = await REGISTRY.host.step(entry.session_id, call)
+            try:
+                result = await REGISTRY.host.step(entry.session_id, call)
+            except Exception as exc:  # verl would fail the whole rollout step on a raise
+                _LOG.warning("the %s call failed in the environment", self.name, exc_info=True)
+                return ToolResponse(text=host_failure(self.name, exc)), 0.0, {}
             entry.done = bool(result["terminated"] or result["truncated"])
         metrics = {"tool_calls": result["info"].get("tool_calls", 0)}
         if entry.done:

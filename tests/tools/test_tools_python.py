@@ -125,7 +125,9 @@ def test_crash_restarts_the_namespace(tools):
 def test_call_dispatches_llm_tool_calls(tools):
     assert tools.call("python", json.dumps({"code": "2 * 21"})) == "42"
     assert "(1 row)" in tools.call("sql", {"query": "SELECT 1"})
-    assert tools.call("python", "{not json").startswith("Error: the arguments are not valid JSON")
+    assert tools.call("python", "{not json").startswith(
+        "Error: the arguments could not be read: not valid JSON"
+    )
     assert tools.call("python", {"source": "1"}).startswith("Error: the python tool needs")
     assert tools.call("shell", {"cmd": "ls"}).startswith("Error: unknown tool 'shell'")
 

@@ -194,3 +194,40 @@ def test_environments_run_on_a_given_host_with_back_pressure(dataset):
     assert first._reward_of(None)["full_attribution"] == 1.0
     second.reset(episode_id=episode)  # the slot is free again
     assert "NameError" in second.python(code="print(x)")  # a fresh namespace
+
+
+def test_a_call_that_raises_in_the_environment_is_a_tool_error(dataset, monkeypatch):
+    """Issue 42: a raise in the session host (TRL would end the rollout batch) and a raise in
+    the tools under the session (the session answers it) both reach the model as a named tool
+    error; the episode goes on and scores as usual."""
+    from causaltrace.tools.runtime import EpisodeTools
+
+    env_cls = make_trl_environment(dataset)
+    source = DatasetSource(dataset)
+    episode = source.episode_ids[0]
+    env = env_cls()
+    env.reset(episode_id=episode)
+    real = env._host.step
+
+    async def broken(*args, **kwargs):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(env._host, "step", broken)
+    assert env.sql(query="SELECT 1").startswith(
+        "Error: the sql call failed in the environment (RecursionError)"
+    )
+    monkeypatch.setattr(env._host, "step", real)
+
+    async def raising(self, name, arguments):
+        raise ValueError("a forged reply")
+
+    monkeypatch.setattr(EpisodeTools, "call", raising)
+    assert env.python(code="1").startswith(
+        "Error: the python call failed in the environment (ValueError)"
+    )
+    monkeypatch.undo()
+    assert "42" in env.sql(query="SELECT 6 * 7 AS answer")
+    label = source.label(episode)
+    right = {"root_cause": label.cause, **({"slice": label.slice} if label.slice else {})}
+    env.submit(**right)
+    assert trl_reward([[]], environments=[env]) == [pytest.approx(1.0)]

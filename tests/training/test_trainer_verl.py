@@ -213,3 +213,34 @@ def test_unsupported_verl_and_missing_episode_are_named_errors(dataset, tmp_path
     monkeypatch.setattr(adapter._verl, "__version__", "0.6.1")
     with pytest.raises(CausalTraceError, match=r"verl 0\.6\.1 is not supported"):
         adapter.VerlSqlTool({"dataset": str(dataset)}, None)
+
+
+def test_a_call_that_raises_in_the_environment_is_a_tool_error(dataset, tmp_path, monkeypatch):
+    """Issue 42: what the session host raises on a call (a bug, or bytes a worker forged)
+    reaches verl as a named tool error, not an exception that fails the rollout step; the next
+    call of the trajectory runs."""
+    from causaltrace.training.verl_tools import REGISTRY
+
+    sql = next(t for t in _tools(dataset, tmp_path) if t.name == "sql")
+    kwargs = {"episode_id": DatasetSource(dataset).episode_ids[0], "rollout_key": "raises"}
+
+    async def run():
+        instance, _ = await sql.create(create_kwargs=kwargs)
+        first, _, _ = await sql.execute(instance, {"query": "SELECT 41 + 1 AS answer"})
+        real = REGISTRY.host.step
+
+        async def broken(*args, **kw):
+            raise OverflowError("cannot convert float infinity to integer")
+
+        monkeypatch.setattr(REGISTRY.host, "step", broken)
+        failed, reward, _ = await sql.execute(instance, {"query": "SELECT 1"})
+        monkeypatch.setattr(REGISTRY.host, "step", real)
+        after, _, _ = await sql.execute(instance, {"query": "SELECT 6 * 7 AS answer"})
+        await sql.release(instance)
+        await REGISTRY.aclose()
+        return first.text, failed.text, reward, after.text
+
+    first, failed, reward, after = asyncio.run(run())
+    assert "42" in first and "42" in after
+    assert failed.startswith("Error: the sql call failed in the environment (OverflowError)")
+    assert reward == 0.0
