@@ -309,9 +309,7 @@ class OpenAIAgent(Agent):
         """
         if not self.preflight_enabled:
             return
-        # optional: the openai client (the eval extra)
-        import openai
-
+        openai = _openai()
         url = f"{self.server.rstrip('/')}/models"
         skip = "agent.preflight=false skips this check"
         client = self._client(timeout=self.preflight_timeout)
@@ -378,13 +376,7 @@ class OpenAIAgent(Agent):
         return kwargs
 
     def _client(self, timeout: float | None = None):
-        try:
-            # optional: the openai client (the eval extra)
-            import openai
-        except ImportError as exc:  # pragma: no cover - depends on the environment
-            raise CausalTraceError(
-                "the openai agent needs the openai package: pip install openai"
-            ) from exc
+        openai = _openai()
         return openai.AsyncOpenAI(
             base_url=self.base_url,
             api_key=self.api_key,
@@ -417,9 +409,7 @@ class OpenAIAgent(Agent):
             tools (list[dict]): The tool schemas.
             rng: The episode's generator (draws the backoff jitter).
         """
-        # optional: the openai client (the eval extra)
-        import openai
-
+        openai = _openai()
         kwargs = self.request(messages, tools)
         attempt = 0
         while True:
@@ -539,3 +529,17 @@ def _retry_after(response) -> float | None:
         return max(0.0, float(value)) if value is not None else None
     except (AttributeError, TypeError, ValueError):
         return None
+
+
+def _openai():
+    """The openai client module, or a one-line error that says how to install it (a missing
+    optional package is the user's environment, not a bug)."""
+    try:
+        # optional: the openai client (the eval extra)
+        import openai
+    except ImportError as exc:
+        raise CausalTraceError(
+            "the openai agent needs the openai package: pip install 'causaltrace[eval]' "
+            f"(or pip install openai; {exc})"
+        ) from exc
+    return openai

@@ -17,6 +17,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import yaml
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException
 from hydra.types import RunMode
@@ -31,7 +32,7 @@ _debug = False  # set by run_hydra_app for the task function (same process)
 
 def user_errors() -> tuple[type[BaseException], ...]:
     """Exception types that mean the user (config, options, data, environment) is at fault."""
-    return (CausalTraceError, RunFailure, HydraException, OmegaConfBaseException)
+    return (CausalTraceError, RunFailure, HydraException, OmegaConfBaseException, yaml.YAMLError)
 
 
 def one_line(exc: BaseException) -> str:
@@ -39,6 +40,8 @@ def one_line(exc: BaseException) -> str:
     if isinstance(exc, MissingMandatoryValue):
         key = getattr(exc, "full_key", None) or "a value"
         return f"{key} is required and not set: add {key}=... to the command line"
+    if isinstance(exc, yaml.YAMLError):  # a config file the user wrote: where, and what
+        return "malformed YAML: " + " ".join(line.strip() for line in str(exc).splitlines())
     options = getattr(exc, "options", None)
     text = str(exc).strip() or type(exc).__name__
     key = getattr(exc, "full_key", None)

@@ -414,3 +414,49 @@ def test_a_file_the_user_named_is_one_line_and_a_bug_keeps_its_traceback(capsys)
 
     with pytest.raises(KeyError):
         run_cli("prog", bug, [])
+
+
+def test_a_random_eval_prints_no_traceback(finished, tmp_path):
+    """Issue 42, item 8: an eval that succeeds writes nothing alarming to stderr (the reviewer
+    saw "Task exception was never retrieved ... FileNotFoundError ... .duckdb...tmp" on 3 of 3
+    random and openai runs): only the progress bar, which is off here."""
+    done = evaluate(finished, tmp_path / "run", "agent=random", "concurrency=4")
+    assert done.returncode == 0, done.stderr[-3000:]
+    for alarm in ("Traceback", "Task exception was never retrieved", "Task was destroyed"):
+        assert alarm not in done.stderr, done.stderr[-3000:]
+    assert len(read_jsonl(tmp_path / "run" / "results.jsonl")) == 4
+
+
+def test_malformed_yaml_is_one_line_that_names_the_file(tmp_path):
+    """Issue 42, item 8: a config file the user wrote with a YAML error (40-111 lines of
+    traceback before) is one line naming the file and the line, exit 2."""
+    conf = tmp_path / "conf" / "dataset"
+    conf.mkdir(parents=True)
+    (conf / "broken.yaml").write_text("name: broken\nsplit: [1,\n", encoding="utf-8")
+    done = command(
+        "generate",
+        f"hydra.searchpath=[file://{tmp_path / 'conf'}]",
+        "dataset=broken",
+        f"out_dir={tmp_path / 'out'}",
+    )
+    line = one_line_error(done, "causaltrace-generate")
+    assert done.returncode == 2
+    assert "malformed YAML" in line and "broken.yaml" in line and "line 3" in line, line
+
+
+def test_eval_without_the_openai_package_says_how_to_install_it(finished, tmp_path):
+    """Issue 42, item 8: the openai agent where the openai package is missing (a 54-line
+    traceback before) is one line with the install command, exit 2."""
+    script = (
+        "import sys\nsys.modules['openai'] = None  # as if it were not installed\n"
+        "from causaltrace.apps.evaluate import main\n"
+        f"sys.argv = ['causaltrace-eval', 'dataset_dir={finished}', "
+        f"'out_dir={tmp_path / 'run'}', 'progress=false', 'agent=openai', "
+        "'agent.model=m', 'agent.base_url=http://127.0.0.1:9/v1']\nmain()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
+    )
+    line = one_line_error(done, "causaltrace-eval")
+    assert done.returncode == 2
+    assert "pip install 'causaltrace[eval]'" in line, line
