@@ -162,6 +162,8 @@ class DiagnosisSession:
         self.events: list[dict[str, Any]] = []
         self._tools = None
         self._started = time.perf_counter()
+        # Built now, so a malformed reward config fails when the session opens, not at submit.
+        self._reward = CompositeReward.from_config(self.config.reward or None)
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         """The episode's tools (sql, python, its dataset's submit) as OpenAI schemas."""
@@ -297,7 +299,7 @@ class DiagnosisSession:
         return self._submit(self.messages[1:])
 
     def _submit(self, output: Any, call_id: str | None = None) -> StepResult:
-        reward = CompositeReward.from_config(self.config.reward or None)
+        reward = self._reward
         parsed = reward.parse(
             output, self.source.answer_space, tool_calls=self.tool_calls, turns=self.turns
         )
@@ -332,7 +334,7 @@ class DiagnosisSession:
         return StepResult(observation, 0.0, False, False, self._info())
 
     def _truncate(self, reason: str) -> StepResult:
-        reward = CompositeReward.from_config(self.config.reward or None)
+        reward = self._reward
         parsed = ParsedAnswer(
             None,
             self.source.answer_space,

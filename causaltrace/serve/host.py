@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -30,6 +31,10 @@ from causaltrace.env.contract import ToolContract
 from causaltrace.env.session import DiagnosisSession, EnvConfig
 from causaltrace.errors import CausalTraceError
 from causaltrace.tools import ToolConfig, ToolRuntime
+
+# A session id a client chooses: it names the session in URLs and transcripts, so no '/', no
+# '..', nothing a path or a URL would read differently.
+_SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
 
 
 class HostFull(CausalTraceError):
@@ -218,6 +223,11 @@ class SessionHost:
 
         await self.start()
         await self.expire_idle()
+        if session_id is not None and not _SESSION_ID.fullmatch(str(session_id)):
+            raise CausalTraceError(
+                f"session id {session_id!r} is not valid: 1-128 letters, digits, '_', '-', "
+                "'.' or ':', starting with a letter or digit"
+            )
         if session_id is not None and session_id in self.sessions:
             raise CausalTraceError(f"session {session_id!r} is already open")
         await self._acquire()

@@ -88,3 +88,31 @@ def test_bad_requests_are_named_errors_and_idle_sessions_expire(dataset):
             HostConfig.from_mapping({"max_session": 3})
 
     run(main())
+
+
+@pytest.mark.parametrize("session_id", ["a/b", "../x", "..", "", "x" * 129, "a b", "é"])
+def test_a_session_id_that_a_path_or_url_reads_differently_is_refused(dataset, session_id):
+    """Issue 42, item 5: such ids were accepted and held slots."""
+
+    async def main():
+        async with SessionHost(config=HostConfig(max_sessions=1)) as host:
+            with pytest.raises(CausalTraceError, match="is not valid"):
+                await host.open(str(dataset), "ads-trainsmoke-000000", session_id=session_id)
+            # The refused open held no slot: the one slot opens.
+            ok = await host.open(str(dataset), "ads-trainsmoke-000000", session_id="run-1.a:b_2")
+            assert ok["session_id"] == "run-1.a:b_2"
+
+    run(main())
+
+
+def test_a_malformed_reward_config_fails_when_the_session_opens(dataset):
+    """Issue 42, item 5: ``weights: "x"`` opened a session and failed only at submit."""
+
+    async def main():
+        async with SessionHost(config=HostConfig(max_sessions=1)) as host:
+            with pytest.raises(CausalTraceError, match="unknown reward 'weights'"):
+                await host.open(str(dataset), "ads-trainsmoke-000000", {"reward": {"weights": "x"}})
+            assert not host.sessions
+            await host.open(str(dataset), "ads-trainsmoke-000000")  # the slot was released
+
+    run(main())
