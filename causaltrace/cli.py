@@ -165,6 +165,13 @@ def _main(argv: Sequence[str]) -> int:
         "--idle-seconds", type=float, default=900.0, help="close sessions idle this long"
     )
     srv.add_argument(
+        "--dataset-root",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="serve only datasets under DIR (repeatable); by default any dataset directory",
+    )
+    srv.add_argument(
         "--request-timeout",
         type=float,
         default=120.0,
@@ -297,6 +304,7 @@ def _serve(args: argparse.Namespace) -> int:
         "min_available_mb": args.min_available_mb,
         "wait_seconds": args.wait_seconds,
         "idle_seconds": args.idle_seconds,
+        "dataset_roots": tuple(args.dataset_root),
     }
     HostConfig.from_mapping(host_config)
     for flag, value in (

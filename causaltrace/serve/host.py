@@ -86,6 +86,9 @@ class HostConfig:
             default.
         wait_seconds: How long ``open`` waits for a slot; 0 (refuse at once) by default.
         idle_seconds: Close sessions idle this long; 900 by default.
+        dataset_roots: Directories the datasets a client names must lie in (after symlinks
+            are resolved); empty (the default): any directory holding a dataset. Set it where
+            clients other than the trainer can reach the host.
     """
 
     max_sessions: int = 256
@@ -93,6 +96,7 @@ class HostConfig:
     session_mb: float | None = None
     wait_seconds: float = 0.0
     idle_seconds: float = 900.0
+    dataset_roots: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.max_sessions < 1:
@@ -195,7 +199,18 @@ class SessionHost:
             self.runtime = None
 
     def source(self, dataset: str):
+        """The dataset at ``dataset`` (opened once), if it lies in the configured roots.
 
+        Raises:
+            CausalTraceError: The path is outside every ``dataset_roots`` directory.
+        """
+        roots = self.config.dataset_roots
+        if roots and not any(
+            Path(dataset).resolve().is_relative_to(Path(root).resolve()) for root in roots
+        ):
+            raise CausalTraceError(
+                f"dataset {dataset!r} is outside the host's dataset roots {list(roots)}"
+            )
         if dataset not in self.sources:
             self.sources[dataset] = DatasetSource(dataset)
         return self.sources[dataset]

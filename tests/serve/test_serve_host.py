@@ -116,3 +116,25 @@ def test_a_malformed_reward_config_fails_when_the_session_opens(dataset):
             await host.open(str(dataset), "ads-trainsmoke-000000")  # the slot was released
 
     run(main())
+
+
+def test_dataset_roots_keep_a_client_to_the_configured_datasets(dataset, tmp_path):
+    """Issue 42, item 5: any path holding a manifest.json opened as a dataset; with
+    ``dataset_roots`` only datasets under those directories do (symlinks resolved first)."""
+    link = tmp_path / "elsewhere"
+    link.symlink_to(dataset, target_is_directory=True)
+
+    async def main():
+        config = HostConfig(max_sessions=1, dataset_roots=(str(dataset.parent),))
+        async with SessionHost(config=config) as host:
+            opened = await host.open(str(dataset), "ads-trainsmoke-000000")  # inside: opens
+            await host.close_session(opened["session_id"])
+            await host.open(str(link), "ads-trainsmoke-000000")  # a link to it resolves inside
+        outside = HostConfig(max_sessions=1, dataset_roots=(str(tmp_path / "other"),))
+        async with SessionHost(config=outside) as host:
+            for path in (dataset, link, dataset / ".." / dataset.name):
+                with pytest.raises(CausalTraceError, match="outside the host's dataset roots"):
+                    await host.open(str(path), "ads-trainsmoke-000000")
+            assert not host.sessions and host.health()["refused"] == 0
+
+    run(main())
