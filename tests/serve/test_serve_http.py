@@ -288,3 +288,33 @@ def test_serve_cli_rejects_bad_options_in_one_line(capsys):
         "causaltrace: error: host config: max_sessions must be >= 1, not 0",
         "causaltrace: error: --request-timeout must be > 0, got 0.0",
     ]
+
+
+@pytest.mark.parametrize("depth", [200_000, 900])
+def test_a_deeply_nested_body_answers_no_5xx_and_the_session_goes_on(server, dataset, depth):
+    """Issue 42, item 2: deeply nested JSON in a request answers no 5xx. Past the parser's
+    recursion limit the body is refused (400) and does not count; within it, the call runs
+    (the extra argument is ignored). Either way the session's next call runs."""
+
+    DEPTH = depth
+
+    async def main():
+        async with HttpHost(server.url, token=TOKEN) as host:
+            opened = await host.open(str(dataset), EPISODE)
+            sid = opened["session_id"]
+            deep = '{"name": "python", "arguments": {"code": "1", "x": ' + "[" * DEPTH
+            deep += "]" * DEPTH + "}}"
+            async with httpx.AsyncClient(base_url=server.url, headers=AUTH) as raw:
+                answered = await raw.post(
+                    f"/sessions/{sid}/step",
+                    content=deep,
+                    headers={"content-type": "application/json"},
+                )
+            after = await host.step(sid, {"name": "python", "arguments": {"code": "6 * 7"}})
+            await host.close_session(sid)
+            return answered, after
+
+    answered, after = run(main())
+    ran = depth < 1000
+    assert answered.status_code == (200 if ran else 400), answered.text[:500]
+    assert after["observation"] == "42" and after["info"]["tool_calls"] == 1 + ran
