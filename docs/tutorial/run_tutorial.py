@@ -35,9 +35,9 @@ def check():
 
 # --8<-- [start:config]
 def compose_config(out_dir: str) -> dict:
-    """The project's generation config with the tutorial's domain and dataset configs."""
-    from hydra import compose, initialize_config_module
-    from omegaconf import OmegaConf
+    """The project's generation config with the tutorial's domain and dataset configs, as
+    ``causaltrace-generate`` composes it."""
+    from causaltrace.apps.configs import compose_config as compose
 
     overrides = [
         f"hydra.searchpath=[file://{HERE / 'conf'}]",  # adds conf/domain and conf/dataset
@@ -45,9 +45,7 @@ def compose_config(out_dir: str) -> dict:
         "dataset=shop_small",
         f"out_dir={out_dir}",
     ]
-    with initialize_config_module(config_module="causaltrace.conf", version_base="1.3"):
-        cfg = compose(config_name="generate", overrides=overrides)
-    return OmegaConf.to_container(cfg, resolve=True)
+    return compose("generate", overrides)
 
 
 # --8<-- [end:config]

@@ -161,3 +161,21 @@ def test_the_command_lines_generate_and_evaluate(tmp_path):
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert (data / "manifest.json").exists()
     assert len((run / "results.jsonl").read_text(encoding="utf-8").splitlines()) == N_EPISODES
+
+
+def test_the_script_runs_as_a_user_runs_it(tmp_path):
+    """Issue 42, item 6: ``python3 docs/tutorial/run_tutorial.py OUT`` after the README's
+    install, from a directory outside the repository and without PYTHONPATH (it failed with
+    "Could not load 'generate_schema'": composing the config skipped the schemas the commands
+    register; its in-process test passed only because the test session had registered them)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run(
+        [sys.executable, str(TUTORIAL / "run_tutorial.py"), str(tmp_path / "out")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert f"scripted: mean reward 1.000, full attribution 1.000 over {N_EPISODES}" in done.stdout
