@@ -1,12 +1,13 @@
 """The tutorial's steps after the domain: config, generation, inspection, evaluation, and the
 domain's contract check.
 
-Run it from the repository root with ``python3 docs/tutorial/run_tutorial.py [OUT_DIR]``; the
+Run it with ``python3 docs/tutorial/run_tutorial.py [OUT_DIR]`` from any directory; the
 test ``tests/domains/test_tutorial.py`` runs the same functions (see ``docs/tutorial-new-domain.md``).
 """
 
 from __future__ import annotations
 
+# --8<-- [start:setup]
 import asyncio
 import sys
 import tempfile
@@ -15,6 +16,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:  # the domain is found as ``shop_domain:ShopDomain``
     sys.path.insert(0, str(HERE))
+# --8<-- [end:setup]
 
 
 # --8<-- [start:check]

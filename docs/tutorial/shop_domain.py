@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+# --8<-- [start:imports]
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,6 +27,7 @@ from causaltrace import (
 from causaltrace.episodes.verify import Statistic
 from causaltrace.model.distributions import binomial_icdf, normal_icdf, poisson_icdf
 
+# --8<-- [end:imports]
 # --8<-- [start:mechanisms]
 STORES = ("north", "south", "east", "west")
 CHANNELS = ("app", "counter")
