@@ -32,9 +32,10 @@ from causaltrace.env.session import DiagnosisSession, EnvConfig
 from causaltrace.errors import CausalTraceError
 from causaltrace.tools import ToolConfig, ToolRuntime
 
-# A session id a client chooses: it names the session in URLs and transcripts, so no '/', no
+# A session id a client chooses is a dict key and a URL segment, not a payload: no '/', no
 # '..', nothing a path or a URL would read differently.
-_SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
+MAX_SESSION_ID_CHARS = 256
+_SESSION_ID = re.compile(rf"[A-Za-z0-9][A-Za-z0-9_.:-]{{0,{MAX_SESSION_ID_CHARS - 1}}}")
 
 
 class HostFull(CausalTraceError):
@@ -240,8 +241,8 @@ class SessionHost:
         await self.expire_idle()
         if session_id is not None and not _SESSION_ID.fullmatch(str(session_id)):
             raise CausalTraceError(
-                f"session id {session_id!r} is not valid: 1-128 letters, digits, '_', '-', "
-                "'.' or ':', starting with a letter or digit"
+                f"session id {session_id!r} is not valid: 1-{MAX_SESSION_ID_CHARS} letters, "
+                "digits, '_', '-', '.' or ':', starting with a letter or digit"
             )
         if session_id is not None and session_id in self.sessions:
             raise CausalTraceError(f"session {session_id!r} is already open")

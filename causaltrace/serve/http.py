@@ -55,6 +55,7 @@ from pydantic import BaseModel, Field
 from causaltrace.errors import CausalTraceError, RunFailure
 from causaltrace.scoring.parsing import ParsePolicy
 from causaltrace.serve.host import (
+    MAX_SESSION_ID_CHARS,
     TOKEN_ENV,
     HostConfig,
     HostFull,
@@ -74,8 +75,6 @@ log = logging.getLogger(__name__)
 SERVER_ONLY_ENV_KEYS = frozenset({"transcript_dir"})
 
 MiB = 1024 * 1024
-# A client-chosen session id is a dict key and a URL segment, not a payload.
-MAX_SESSION_ID_CHARS = 256
 # Seconds uvicorn waits for in-flight requests on shutdown before cancelling them (tool calls
 # are shielded and finish on their own; the host then closes every session).
 GRACEFUL_SHUTDOWN_SECONDS = 30
