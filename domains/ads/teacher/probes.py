@@ -45,7 +45,6 @@ WIDENING_FIELDS = (
 REFINE_TOP = 4
 PLACEMENT_DRIFT = 2.0  # hypotheses per cause whose parents and children are weighed
 
-Labels = Mapping[str, str]
 Values = dict[str, float]
 
 

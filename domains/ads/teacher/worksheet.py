@@ -368,6 +368,7 @@ def check_signature(cause: str, rows: Rows, region: Mapping[str, Sequence[str]])
 
 
 def signature_text(cause: str, stat: Stat) -> str:
+    """The signature's reading as the row prints it and the narration quotes it."""
     if cause == "AD_DISAPPROVAL":
         return f"the ad's share of its ad groups moved {pct(-stat.effect)} (z {stat.z:.1f})"
     return f"the signature on the edited segment reads {pct(stat.effect)} (z {stat.z:.1f})"
@@ -390,8 +391,7 @@ def shares(
         print(f"{kpi} for {where}: the region accounts for {part} of the paged move")
     stat = check_signature(cause, rows, region) if cause else None
     if stat is not None:
-        moved = -stat.effect if cause == "AD_DISAPPROVAL" else stat.effect
-        print(f"signature: {pct(moved)} z {stat.z:.1f}")
+        print(signature_text(cause, stat))
 
 
 # -- account-wide readings: a daily series against its weekday's usual level ------------------
@@ -593,7 +593,7 @@ _BUNDLED = (num, conditions, candidate_slices, compatible)
 _HOST_ONLY = {
     "notebook_source", "_compact", "_BUNDLED", "_HOST_ONLY", "Row", "Rows", "Pred", "Labels",
     "Alert", "result_rows",
-    "account_sentences", "demand_sentences", "_share_list", "_points", "_z", "signature_text",
+    "account_sentences", "demand_sentences", "_share_list", "_points", "_z",
 }  # fmt: skip
 
 
