@@ -14,6 +14,10 @@ for a reason only the metrics show:
 - a bid adjustment drawn as the cause's own, often on a campaign where the incident is (edits
   cluster on the campaign in trouble; whether it moves the alert is the account's: a segment
   with little volume, a KPI the raise does not hurt, smart-bidding campaigns that ignore it);
+  with ``TwinPrior.quiet_share`` one that reaches the incident is put on a segment of the
+  incident's campaign that is small *in this account* (:func:`_quiet`), so that a raise as
+  large as an accepted cause's sits on the alerted campaign and only the segment's rows show
+  that it could not have moved the alert;
 - a widened targeting that finds little new eligible traffic (eligibility up by under 8%);
 - a disapproved ad that served little of its ad group's rotation (its siblings absorb it), or
   one disapproved long before the reports start (it has no rows to lose).
@@ -30,7 +34,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from causaltrace import InterventionDraw, InterventionPoint, Panel, Scale, Window
+from causaltrace import InterventionDraw, InterventionPoint, Panel, Scale, Slice, Window
+from causaltrace_domains.ads import segments as seg
 from causaltrace_domains.ads.account_state import AccountState
 from causaltrace_domains.ads.causes import budget_interventions, timing_of
 from causaltrace_domains.ads.config import AdsConfig, CampaignSpec
@@ -96,6 +101,18 @@ class TwinPrior:
     # prior tried for one that matches a measured row (its target, reach and, for a bid twin
     # that should be near the incident, a campaign of it) before the closest is taken.
     match_tries: int = 24
+    # Where a bid twin reaches a campaign of the incident: None keeps the draw's slice; a share
+    # re-places it (:func:`_quiet`) on a segment of a manual-CPC incident campaign that carries
+    # at most this share of the campaign's expected cost in this account, so that a raise as
+    # large as an accepted cause's sits on the alerted campaign and does little, for a reason
+    # only the metrics show (the segment's size in this account).
+    quiet_share: float | None = None
+    # With ``quiet_share``: the probability that an episode whose causes act on a campaign
+    # that takes bid adjustments gets one more bid twin there, on a quiet segment (dropped
+    # where the account has none). The regular twins reach the incident in too few episodes:
+    # on a fresh split only 1 of 46 cost alerts of other causes showed a bid row on the
+    # alerted campaign, against 13 of 13 of BID_MODIFIER_CHANGE's.
+    quiet_extra: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -192,6 +209,58 @@ def _like(
     )
 
 
+def expected_cost_weight(panel: Panel, state: AccountState) -> np.ndarray:
+    """Each cell's expected cost in this account up to a factor per campaign: the segment's
+    typical volume and CPC (:mod:`~causaltrace_domains.ads.segments`) times the account's mix
+    (its state's volume); the episode's noise is not drawn yet, so it is left out."""
+    shape = seg.multiplier(panel, seg.VOLUME) * seg.multiplier(panel, seg.CPC)
+    return (shape * state.volume)[:, 0]
+
+
+def quiet_segments(
+    ctx: TwinContext, point: InterventionPoint, dim: str, share: float
+) -> list[tuple[str, str]]:
+    """The (campaign, level) pairs of ``dim`` on a campaign of the incident that takes ``point``'s
+    adjustments whose expected cost (:func:`expected_cost_weight`) is at most ``share`` of the
+    campaign's, in the panel's order."""
+    allowed = dict(point.prior.allowed_levels or {})
+    takes = set(allowed.get("campaign", ctx.incident))
+    campaign, level = ctx.panel.labels("campaign"), ctx.panel.labels(dim)
+    weight = expected_cost_weight(ctx.panel, ctx.state)
+    out = []
+    for c in ctx.incident:
+        if c not in takes:
+            continue
+        mine = campaign == c
+        total = weight[mine].sum()
+        for value in allowed.get(dim, ctx.panel.dimension(dim).levels):
+            cells = mine & (level == value)
+            if cells.any() and weight[cells].sum() <= share * total:
+                out.append((c, value))
+    return out
+
+
+def _quiet(
+    ctx: TwinContext, point: InterventionPoint, draw: InterventionDraw, share: float, rng
+) -> InterventionDraw:
+    """``draw`` re-placed, when it reaches a campaign of the incident, on one of the
+    :func:`quiet_segments` of its segment's dimension (uniformly; as it was when there is
+    none). Its size, day and dimension stay the accepted cause's; what changes is that the
+    segment is small *in this account*, which the segment's own rows show and its name does
+    not (with the account's mix spread as wide as accounts differ,
+    ``background.state.mix_sd``)."""
+    if not set(touched_campaigns(ctx.panel, draw.slice)) & set(ctx.incident):
+        return draw
+    dims = [d for d in draw.slice.dims if d != "campaign"]
+    if len(dims) != 1:
+        return draw
+    options = quiet_segments(ctx, point, dims[0], share)
+    if not options:
+        return draw
+    campaign, level = options[int(rng.integers(len(options)))]
+    return replace(draw, slice=Slice((("campaign", campaign), (dims[0], level))))
+
+
 def _hour(rng: np.random.Generator) -> int:
     return int(rng.integers(7, 20))  # as a cause's own edit
 
@@ -281,6 +350,10 @@ def _bid_twin(ctx: TwinContext, prior: TwinPrior, rng: np.random.Generator) -> P
         q0, q1 = prior.bid_quantiles
         draw = replace(draw, strength=low + (q0 + (q1 - q0) * float(rng.random())) * (high - low))
         draw = _recent(ctx, prior, draw, rng)
+    quiet = None
+    if prior.quiet_share is not None:
+        placed = _quiet(ctx, point, draw, prior.quiet_share, rng)
+        quiet, draw = placed is not draw, placed
     hour = _hour(rng)
     edits = draw_edits("bid_modifier", draw, ctx.panel, ctx.specs, hour)
     if not edits:
@@ -293,6 +366,8 @@ def _bid_twin(ctx: TwinContext, prior: TwinPrior, rng: np.random.Generator) -> P
         "strength": draw.strength,
         "onset": draw.window.onset,
     }
+    if quiet is not None:
+        details["quiet"] = quiet
     return Process("twin:BID_MODIFIER_CHANGE", interventions, tuple(edits), details)
 
 
@@ -376,4 +451,8 @@ def sample_twins(
                 state=ctx.state.with_headroom(twin.details["headroom"]),
                 cut=ctx.cut | set(twin.details["campaigns"]),
             )
+    if prior.quiet_share is not None and ctx.incident and rng.random() < prior.quiet_extra:
+        twin = _bid_twin(ctx, replace(prior, near_incident=1.0), rng)
+        if twin is not None and twin.details["quiet"]:
+            out.append(twin)
     return tuple(out)

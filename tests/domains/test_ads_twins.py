@@ -26,7 +26,10 @@ from causaltrace_domains.ads.twins import (
     _bid_twin,
     _broader,
     _disapproval_twin,
+    expected_cost_weight,
     incident_campaigns,
+    quiet_segments,
+    sample_twins,
 )
 
 SEEDS = range(150)
@@ -164,6 +167,82 @@ def test_bid_twins_near_the_incident_reach_its_campaign():
             # Near 0: 2D draws on the other manual campaign (about half of 0.65) miss it; 60
             # draws all reaching it would have probability about 0.67 ** 60 < 1e-10.
             assert all(reach) is expect_all, (target, near, np.mean(reach))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_quiet_bid_twins_sit_on_a_small_segment_of_the_incident_campaign(seed):
+    """With ``quiet_share`` a bid twin that reaches the incident is re-placed on one campaign of
+    it and a segment whose expected cost (segment shape x the account's mix) is at most that
+    share of the campaign's; its size and day stay the draw's. Without it (the default) the
+    same stream gives the draw's own slice, so committed splits rebuild as they were."""
+    domain = domain_of("default")
+    panel, cfg = domain.scm.panel, domain.settings
+    points = domain.scm.intervention_points
+    state = background_of("default", seed).notes["state"]
+    weight = expected_cost_weight(panel, state)
+    campaigns = panel.labels("campaign")
+    share = 0.06
+    total = 0
+    for target in [c.name for c in cfg.campaigns if c.applies_bid_adjustments]:
+        ctx = TwinContext(panel, cfg, state, points, incident=(target,))
+        options = [
+            o
+            for dim in ("device", "geo", "audience")
+            for o in quiet_segments(ctx, points["BID_MODIFIER_CHANGE"], dim, share)
+        ]
+        placed = 0
+        for n in range(40):
+            loud = _bid_twin(ctx, TwinPrior(near_incident=1.0), np.random.default_rng(n))
+            quiet = _bid_twin(
+                ctx, TwinPrior(near_incident=1.0, quiet_share=share), np.random.default_rng(n)
+            )
+            assert quiet.details["strength"] == loud.details["strength"]
+            assert quiet.details["onset"] == loud.details["onset"]
+            conditions = dict(c.split("=") for c in quiet.details["slice"].split("&"))
+            if conditions == dict(c.split("=") for c in loud.details["slice"].split("&")):
+                continue  # no quiet segment of the draw's dimension in this account
+            placed += 1
+            assert conditions["campaign"] == target
+            (dim,) = set(conditions) - {"campaign"}
+            mine = campaigns == target
+            cells = mine & (panel.labels(dim) == conditions[dim])
+            assert weight[cells].sum() <= share * weight[mine].sum()
+            assert {e.campaign for e in quiet.edits} == {target}
+        if not options:  # nowhere quiet: every twin keeps the draw's slice
+            assert placed == 0, target
+        total += placed
+    assert total > 0  # the accounts of these seeds have quiet segments (tablet at least)
+
+
+def test_quiet_extra_adds_one_quiet_bid_twin_on_the_incident():
+    """``quiet_extra`` 1 gives every episode whose causes act on a manual campaign one more bid
+    twin there, on a quiet segment, after the regular twins (which it leaves as they were:
+    they are drawn first from the same stream); without ``quiet_share`` it draws nothing, so
+    the default stream is untouched."""
+    domain = domain_of("default")
+    panel, cfg = domain.scm.panel, domain.settings
+    points = domain.scm.intervention_points
+    manual = [c.name for c in cfg.campaigns if c.applies_bid_adjustments]
+    added = 0
+    for seed in range(12):
+        state = background_of("default", seed).notes["state"]
+        ctx = TwinContext(panel, cfg, state, points, incident=(manual[seed % len(manual)],))
+        base = sample_twins(ctx, TwinPrior(), np.random.default_rng(seed))
+        inert = sample_twins(ctx, TwinPrior(quiet_extra=1.0), np.random.default_rng(seed))
+        assert [t.details for t in inert] == [t.details for t in base]
+        prior = TwinPrior(quiet_share=0.06, quiet_extra=1.0)
+        quiet = sample_twins(ctx, prior, np.random.default_rng(seed))
+        regular = sample_twins(ctx, replace(prior, quiet_extra=0.0), np.random.default_rng(seed))
+        assert [t.kind for t in quiet[: len(regular)]] == [t.kind for t in regular]
+        extra = quiet[len(regular) :]
+        assert len(extra) <= 1
+        for twin in extra:
+            added += 1
+            assert twin.kind == "twin:BID_MODIFIER_CHANGE" and twin.details["quiet"]
+            assert {e.campaign for e in twin.edits} == set(ctx.incident)
+    # A quiet segment exists in most accounts (at share 0.05 in 170 of 200 default accounts,
+    # tablet mostly): 5 or fewer of 12 at p = 0.85 has probability below 1e-3.
+    assert added >= 6
 
 
 def test_budget_twin_leaves_delivery_unchanged_where_it_does_not_bind(preset):
