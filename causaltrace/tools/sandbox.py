@@ -561,20 +561,39 @@ class BwrapLauncher(Launcher):
         for key, value in SANDBOX_ENV.items():
             args += ["--setenv", key, value]
         fds = []
-        if seccomp is not None:
-            fds.append(_memfd("bwrap-seccomp", seccomp))
-            args += ["--seccomp", str(fds[-1])]
-        # Hand the options over through a memfd (--args) so that the sandbox's /proc/1/cmdline
-        # shows no host path (the slot directory, the worker script's location).
-        fds.append(_memfd("bwrap-args", b"".join(a.encode() + b"\0" for a in args[1:])))
+        try:
+            if seccomp is not None:
+                fds.append(_memfd("bwrap-seccomp", seccomp))
+                args += ["--seccomp", str(fds[-1])]
+            # Hand the options over through a memfd (--args) so that the sandbox's
+            # /proc/1/cmdline shows no host path (the slot directory, the worker's location).
+            fds.append(_memfd("bwrap-args", b"".join(a.encode() + b"\0" for a in args[1:])))
+        except SandboxError:
+            for fd in fds:
+                os.close(fd)
+            raise
         argv = (self.bwrap, "--args", str(fds[-1]), "--", *command)
         return LaunchSpec(argv, dict(LAUNCHER_ENV), sandboxed=True, pass_fds=tuple(fds))
 
 
 def _memfd(name: str, data: bytes) -> int:
-    fd = os.memfd_create(name, os.MFD_CLOEXEC)
-    os.write(fd, data)
-    os.lseek(fd, 0, os.SEEK_SET)
+    """A close-on-exec memfd holding ``data``, read from its start. Where memfds are refused
+    (a container's seccomp filter, a kernel without them) a :class:`SandboxError` says so, so
+    that ``sandbox="auto"`` goes on to the next launcher instead of raising a bare OSError."""
+    try:
+        fd = os.memfd_create(name, os.MFD_CLOEXEC)
+    except OSError as exc:
+        raise SandboxError(
+            f"bwrap: cannot create the memfd {name!r} that hands bwrap its options "
+            f"({type(exc).__name__}: {exc.strerror or exc}); this machine refuses memfds "
+            "(a container's seccomp filter or an old kernel)"
+        ) from None
+    try:
+        os.write(fd, data)
+        os.lseek(fd, 0, os.SEEK_SET)
+    except OSError as exc:
+        os.close(fd)
+        raise SandboxError(f"bwrap: cannot write the memfd {name!r}: {exc}") from None
     return fd
 
 

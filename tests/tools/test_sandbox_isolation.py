@@ -476,3 +476,19 @@ def test_the_seccomp_filter_is_well_formed():
         program = seccomp_filter(machine)
         assert program and len(program) % 8 == 0 and len(program) // 8 < 4096
     assert seccomp_filter("riscv64") is None
+
+
+def test_refused_memfds_are_named_and_auto_goes_on_to_unshare(monkeypatch):
+    """Where the machine refuses memfds (a container's seccomp filter), the bwrap launcher's
+    probe says so (a SandboxError naming the memfd, not a bare PermissionError from inside
+    select_launcher) and ``auto`` goes on to unshare, which needs none."""
+    require_sandbox("bwrap")
+    require_sandbox("unshare")
+
+    def refuse(name, flags=0):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "memfd_create", refuse)
+    with pytest.raises(SandboxUnavailableError, match=r"memfd 'bwrap-(seccomp|args)'"):
+        select_launcher(tools_config(kind="bwrap"))
+    assert select_launcher(tools_config(sandbox="auto")).name == "unshare"
