@@ -3,7 +3,8 @@ change a package installed there), each tested in a virtual environment of its o
 
 For each entry of :data:`INTEGRATIONS` (the library's requirement, its test files, extra pip
 arguments): a venv made with ``--system-site-packages`` (so it sees the main environment's
-packages, the editable causaltrace among them) gets the library installed on top; inside the
+packages, the editable causaltrace among them; from inside a venv, that venv's too:
+``tests/_venv_support.py``) gets the library installed on top; inside the
 venv its pins shadow the main environment's packages, and outside it nothing changes, which the
 test checks (the main environment's distributions and versions before and after). The entry's
 test files then run in a subprocess with the venv's Python, from the repository's root, with
@@ -35,6 +36,7 @@ from pathlib import Path
 
 import pytest
 from _integration_support import REQUIRE_ENV
+from _venv_support import make_venv, see_creator_site
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -155,8 +157,10 @@ def test_an_integration_passes_in_its_own_venv(integration: Integration, tmp_pat
     if not python.exists():
         shutil.rmtree(venv, ignore_errors=True)
         venv.parent.mkdir(parents=True, exist_ok=True)
-        made = run([sys.executable, "-m", "venv", "--system-site-packages", venv], env, 300)
+        made = make_venv(sys.executable, venv, env)  # sees this venv's packages too
         assert made.returncode == 0, made.stderr
+    else:
+        see_creator_site(sys.executable, venv, env)  # a venv kept from before the fix
     install = [python, "-m", "pip", "install", "-q", integration.requirement, *integration.pip_args]
     installed = run(install, env, 600)
     assert installed.returncode == 0, f"{install}\n{installed.stdout[-3000:]}\n{installed.stderr}"
