@@ -12,9 +12,11 @@ the answers, the agent's tables are the same.
 So a regenerated row that differs from the stored one *only* in float values within
 :data:`FLOAT_TOLERANCE` (relative) is reported as float rounding, not as another content
 (:func:`rounding_only`); every other byte must match. In a process started with
-:func:`portable_env` numpy uses the C library's functions on every x86 CPU, and a split made
-that way regenerates byte for byte on any of them (the committed splits do; the CI check runs
-so). The variable must be set before numpy is imported, which is why it is an environment for
+:func:`portable_env` numpy uses the C library's functions on every x86 CPU with AVX-512, and a
+split made that way regenerates byte for byte on x86 CPUs with AVX2 (the committed splits do;
+the CI check runs so). Not below that: with numpy's ``X86_V3`` (AVX2) targets switched off as
+well, a CPU of the x86-64-v2 level, ``ads_easy``'s label rows differ in 3 values each, by at
+most 6.2e-16 relative (measured 2026-12-07; issue 42, finding 7, open). The variable must be set before numpy is imported, which is why it is an environment for
 a new process and not a switch.
 """
 
@@ -52,7 +54,8 @@ def vector_math_targets() -> list[str]:
 def portable_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     """An environment for a new Python process whose numpy computes float64 math with the C
     library's functions (:data:`DISABLE` naming every AVX-512 target this process uses), so
-    that it regenerates a split made on any x86 CPU byte for byte.
+    that it regenerates a split made on any x86 CPU with AVX2 byte for byte (module
+    docstring: not one without).
 
     Args:
         environ: The environment to extend; ``os.environ`` by default.
