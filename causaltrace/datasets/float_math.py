@@ -16,8 +16,9 @@ So a regenerated row that differs from the stored one *only* in float values wit
 split made that way regenerates byte for byte on x86 CPUs with AVX2 (the committed splits do;
 the CI check runs so). Not below that: with numpy's ``X86_V3`` (AVX2) targets switched off as
 well, a CPU of the x86-64-v2 level, ``ads_easy``'s label rows differ in 3 values each, by at
-most 6.2e-16 relative (measured 2026-12-07; issue 42, finding 7, open). The variable must be set before numpy is imported, which is why it is an environment for
-a new process and not a switch.
+most 6.2e-16 relative (measured 2026-12-07; issue 42, finding 7, open). The variable must be
+set before numpy is imported, which is why it is an environment for a new process and not a
+switch.
 """
 
 from __future__ import annotations

@@ -206,9 +206,8 @@ class SessionHost:
             CausalTraceError: The path is outside every ``dataset_roots`` directory.
         """
         roots = self.config.dataset_roots
-        if roots and not any(
-            Path(dataset).resolve().is_relative_to(Path(root).resolve()) for root in roots
-        ):
+        where = Path(dataset).resolve() if roots else None
+        if roots and not any(where.is_relative_to(Path(root).resolve()) for root in roots):
             raise CausalTraceError(
                 f"dataset {dataset!r} is outside the host's dataset roots {list(roots)}"
             )
