@@ -16,16 +16,22 @@ So a regenerated row that differs from the stored one *only* in float values wit
 split made that way regenerates byte for byte on x86 CPUs with AVX2 (the committed splits do;
 the CI check runs so). Not below that: with numpy's ``X86_V3`` (AVX2) targets switched off as
 well, a CPU of the x86-64-v2 level, ``ads_easy``'s label rows differ in 3 values each, by at
-most 6.2e-16 relative (measured 2026-12-07; issue 42, finding 7, open). The variable must be
-set before numpy is imported, which is why it is an environment for a new process and not a
-switch.
+most 6.2e-16 relative (measured 2026-12-07). OpenBLAS, under numpy's and scipy's linear
+algebra, chooses its kernels by CPU as well; :func:`portable_env` pins its AVX2 ("Haswell")
+kernels, without which the same 3 values moved on an AVX-512 CPU. On such a CPU a split therefore *reproduces*
+(every decision, prompt, table and spec the same; floats within :data:`FLOAT_TOLERANCE`) but
+is not byte for byte the one an AVX2 CPU makes; :func:`has_baseline_vector_math` says which
+of the two a process can promise, and the committed-split check asks for bytes only where it
+can. The variable must be set before numpy is imported, which is why it is an environment for
+a new process and not a switch.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
+import sys
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 try:
@@ -39,6 +45,7 @@ except ImportError:  # pragma: no cover - numpy 1.x
 # another content.
 FLOAT_TOLERANCE = 1e-12
 DISABLE = "NPY_DISABLE_CPU_FEATURES"
+BLAS_CORE = "OPENBLAS_CORETYPE"
 
 
 def _dispatch() -> tuple[list[str], dict[str, bool]]:
@@ -50,6 +57,14 @@ def vector_math_targets() -> list[str]:
     they were disabled at numpy's import)."""
     targets, active = _dispatch()
     return [t for t in targets if (t == "X86_V4" or t.startswith("AVX512")) and active.get(t)]
+
+
+def has_baseline_vector_math() -> bool:
+    """Whether this process's numpy runs its ``X86_V3`` (AVX2) targets, the vector math every
+    split here is made with (:func:`portable_env` leaves them on): only then does a split
+    regenerate byte for byte; without them, to float rounding (module docstring)."""
+    targets, active = _dispatch()
+    return "X86_V3" in targets and bool(active.get("X86_V3"))
 
 
 def portable_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -66,7 +81,38 @@ def portable_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     if targets:
         tokens = env.get(DISABLE, "").replace(",", " ").split()
         env[DISABLE] = " ".join(dict.fromkeys([*tokens, *targets]))
+    if _dispatch()[1].get("AVX2"):
+        # OpenBLAS (numpy's and scipy's linear algebra) picks its kernels by CPU too: its
+        # AVX-512 (SkylakeX) kernels sum in another order than its AVX2 (Haswell) ones, and
+        # moved 3 label values of ads_easy's first episode by up to 6.2e-16 (measured on an
+        # AVX-512 CPU, 2026-12-07). A value the caller set is kept.
+        env.setdefault(BLAS_CORE, "Haswell")
     return env
+
+
+USAGE = (
+    "usage: python -m causaltrace.datasets.float_math COMMAND [ARG ...]\n"
+    "Run COMMAND (e.g. causaltrace-generate ...) with numpy's AVX-512 math off and OpenBLAS's\n"
+    "AVX2 kernels, as the committed splits are made (docs/datasets.md)."
+)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m causaltrace.datasets.float_math COMMAND ...``: run a command (e.g.
+    ``causaltrace-generate ...``) in :func:`portable_env`, as the committed splits are made, so
+    that its float math is the one every x86 CPU with AVX2 reproduces."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["--"]:
+        args = args[1:]
+    if not args or args[0] in ("-h", "--help"):
+        print(USAGE, file=sys.stdout if args else sys.stderr)
+        return 0 if args else 2
+    os.execvpe(args[0], args, portable_env())
+    return 1  # pragma: no cover - execvpe does not return
+
+
+if __name__ == "__main__":
+    sys.exit(main())
 
 
 def rounding_only(

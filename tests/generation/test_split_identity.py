@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from causaltrace.core.files import DataFileError, json_load
-from causaltrace.datasets import generation
+from causaltrace.datasets import float_math, generation
 from causaltrace.datasets.content import dataset_content
 from causaltrace.datasets.float_math import portable_env, rounding_only
 from causaltrace.datasets.generation import (
@@ -232,6 +235,47 @@ def test_portable_env_disables_only_the_vector_math_targets():
     tokens = env["NPY_DISABLE_CPU_FEATURES"].split()
     assert tokens[0] == "AVX512_SPR" and len(tokens) == len(set(tokens))
     assert all(t == "X86_V4" or t.startswith("AVX512") for t in tokens)
+    # OpenBLAS's AVX2 kernels where the CPU has AVX2; a value the caller chose is kept
+    has_avx2 = bool(float_math._dispatch()[1].get("AVX2"))
+    assert env.get("OPENBLAS_CORETYPE") == ("Haswell" if has_avx2 else None)
+    assert portable_env({"OPENBLAS_CORETYPE": "Zen"}).get("OPENBLAS_CORETYPE") == "Zen"
+
+
+def test_the_command_runs_in_the_portable_env():
+    """``python -m causaltrace.datasets.float_math CMD`` runs CMD with portable_env's variables
+    (how the committed splits are generated); without a command it prints its usage and fails."""
+    show = "import os; print(os.environ.get('OPENBLAS_CORETYPE'), os.environ.get('X_KEPT'))"
+    done = subprocess.run(
+        [sys.executable, "-m", "causaltrace.datasets.float_math", sys.executable, "-c", show],
+        env={**os.environ, "X_KEPT": "yes"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    expected = portable_env().get("OPENBLAS_CORETYPE")
+    assert done.stdout.split() == [str(expected), "yes"]
+    bare = subprocess.run(
+        [sys.executable, "-m", "causaltrace.datasets.float_math"], capture_output=True, text=True
+    )
+    assert (
+        bare.returncode == 2 and "usage: python -m causaltrace.datasets.float_math" in bare.stderr
+    )
+
+
+def _baseline_in(env: dict[str, str]) -> bool:
+    code = "from causaltrace.datasets.float_math import has_baseline_vector_math as h; print(h())"
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    return done.stdout.strip() == "True"
+
+
+def test_the_baseline_vector_math_is_on_unless_avx2_targets_are_off():
+    cpu_has_avx2 = bool(float_math._dispatch()[1].get("AVX2"))
+    # portable_env switches off only AVX-512 targets: the AVX2 baseline stays where the CPU has it
+    assert _baseline_in(portable_env()) is cpu_has_avx2
+    off = portable_env({**os.environ, "NPY_DISABLE_CPU_FEATURES": "X86_V3"})
+    assert _baseline_in(off) is False
 
 
 def test_a_damaged_row_file_is_named(copy, other_generator):
