@@ -81,12 +81,13 @@ class ChangeAttribution:
 
     def to_dict(self) -> dict[str, Any]:
         """The label's record (``extra["change_shares"]``): the shown alerts (the paged one
-        first), the background's shares with each change's kind and description, the natural
-        move, the residual and the method."""
+        first), the causes' and the background's shares (each background change with its kind
+        and description), the natural move, the residual and the method."""
         return {
             "alerts": list(self.alerts),
             "method": self.method,
             "worlds": self.worlds,
+            "causes": {name: dict(shares) for name, shares in self.causes.items()},
             "natural": dict(self.natural),
             "residual": dict(self.residual),
             "background": {

@@ -129,6 +129,11 @@ def test_exact_shares_add_up_to_the_factual_move(cause, seed):
             + exact.natural[alert]
         )
         assert total == pytest.approx(1.0, abs=1e-9)
+    # the label's record holds the same shares, the causes' with the background's, so that a
+    # reader of the label alone can check it (tests/generation/test_committed_change_shares.py)
+    record = exact.to_dict()
+    assert record["causes"] == {c: dict(s) for c, s in exact.causes.items()}
+    assert {n: b["shares"] for n, b in record["background"].items()} == exact.background
 
 
 @pytest.mark.parametrize("seed", [1, 2])
