@@ -157,6 +157,18 @@ class Background:
         return tuple(iv for iv in self.interventions if id(iv) not in off)
 
 
+def merged_config(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``over``'s keys set, mappings merged key by key: a tier that sets
+    ``background.count_weights`` keeps the domain config's ``background.twins``."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merged_config(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
 class Domain(ABC):
     """Base class of a diagnostic domain.
 
@@ -193,7 +205,7 @@ class Domain(ABC):
                 f"difficulty.domain names {unknown}, which domain {self.name!r} does not declare "
                 f"as difficulty knobs; its knobs: {sorted(self.difficulty_knobs) or '(none)'}"
             )
-        self.config: dict[str, Any] = {**config, **self.difficulty.domain}
+        self.config: dict[str, Any] = merged_config(config, self.difficulty.domain)
         self._scm: SCM | None = None
 
     @abstractmethod

@@ -47,6 +47,23 @@ def test_a_domain_knob_must_be_declared():
     assert ads.settings.decoy_edits == (9, 9)
 
 
+def test_a_tier_knob_merges_into_the_domain_config_key_by_key():
+    """A tier that sets part of a nested key (the background's alert probability) keeps the
+    rest the domain config sets there (its twins): the committed tiers dial the background on
+    top of the domain's twins."""
+    from causaltrace_domains.ads.background import background_prior
+
+    config = {
+        "preset": "small",
+        "background": {"twins": {"quiet_share": 0.04}, "alert_probability": 0.2},
+        "difficulty": {"domain": {"background": {"alert_probability": 0.7}}},
+    }
+    ads = load_domain("ads", config)
+    assert ads.config["background"] == {"twins": {"quiet_share": 0.04}, "alert_probability": 0.7}
+    prior = background_prior(ads.settings)
+    assert prior.twins.quiet_share == 0.04 and prior.alert_probability == 0.7
+
+
 def test_default_difficulty_changes_nothing():
     plain, dialled = example(), example({"tier": "any"})
     for name, point in plain.scm.intervention_points.items():
