@@ -118,8 +118,14 @@ class TwinPrior:
     # segment of any campaign that takes bid adjustments where the incident has none (a
     # NO_ANOMALY episode, causes on smart-bidding campaigns). Without it, twins away from the
     # incident survive the gate only when small, and the size of a raise on a busy campaign
-    # named BID_MODIFIER_CHANGE (the rule probe on the regenerated ads_test: 34 of 38).
+    # named BID_MODIFIER_CHANGE (a dry run of ads_test: 34 of 38; with it alone 41 of 47, with
+    # ``quiet_only`` too 38 of 43, no longer by size: docs/audit.md section 8).
     quiet_anywhere: bool = False
+    # With ``quiet_share``: a bid twin that finds no quiet segment is not drawn at all. Loud
+    # twins are what the change-share gate rejects, so the raises that survived were the
+    # smaller ones and a large raise named the cause; without loud twins nothing is selected
+    # after the draw, and the surviving raises are the table's.
+    quiet_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -413,6 +419,8 @@ def _bid_twin(ctx: TwinContext, prior: TwinPrior, rng: np.random.Generator) -> P
     if prior.quiet_share is not None:
         placed = _quiet(ctx, point, draw, prior.quiet_share, rng, prior.quiet_anywhere)
         quiet, draw = placed is not draw, placed
+        if prior.quiet_only and not quiet:
+            return None
     hour = _hour(rng)
     edits = draw_edits("bid_modifier", draw, ctx.panel, ctx.specs, hour)
     if not edits:

@@ -302,6 +302,31 @@ def test_quiet_anywhere_places_twins_off_the_incident_and_in_episodes_without_on
     assert moved >= 1 and extras >= 1, (moved, extras)
 
 
+def test_quiet_only_draws_no_loud_bid_twin():
+    """With ``quiet_only`` every bid twin drawn sits on a quiet segment (the same draw without
+    it, where it stays loud, gives no twin): nothing loud is left for the change-share gate to
+    select against, so the raises that survive are the ones drawn."""
+    domain = domain_of("default")
+    panel, cfg = domain.scm.panel, domain.settings
+    points = domain.scm.intervention_points
+    kept = dropped = 0
+    for seed in range(24):
+        state = background_of("default", seed).notes["state"]
+        ctx = TwinContext(panel, cfg, state, points, incident=())
+        prior = TwinPrior(quiet_share=0.06, quiet_anywhere=True)
+        loose = _bid_twin(ctx, prior, np.random.default_rng(seed))
+        strict = _bid_twin(ctx, replace(prior, quiet_only=True), np.random.default_rng(seed))
+        if loose.details["quiet"]:
+            kept += 1
+            assert strict.details == loose.details
+        else:
+            dropped += 1
+            assert strict is None
+    # both outcomes occur (38 of 100 default accounts give a quiet placement): all 24 alike at
+    # that rate has probability below 1e-4
+    assert kept and dropped, (kept, dropped)
+
+
 def test_budget_twin_leaves_delivery_unchanged_where_it_does_not_bind(preset):
     """A twin cut leaves every campaign it reaches at least ``unbinding_margin`` (1.35) x its
     typical spend (allowed spend = budget x overdelivery), above a holiday week's demand (x1.3)
