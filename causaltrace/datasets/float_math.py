@@ -16,14 +16,15 @@ So a regenerated row that differs from the stored one *only* in float values wit
 split made that way regenerates byte for byte on x86 CPUs with AVX2 (the committed splits do;
 the CI check runs so). Not below that: with numpy's ``X86_V3`` (AVX2) targets switched off as
 well, a CPU of the x86-64-v2 level, ``ads_easy``'s label rows differ in 3 values each, by at
-most 6.2e-16 relative (measured 2026-12-07). OpenBLAS, under numpy's and scipy's linear
-algebra, chooses its kernels by CPU as well; :func:`portable_env` pins its AVX2 ("Haswell")
-kernels, without which the same 3 values moved on an AVX-512 CPU. On such a CPU a split therefore *reproduces*
-(every decision, prompt, table and spec the same; floats within :data:`FLOAT_TOLERANCE`) but
-is not byte for byte the one an AVX2 CPU makes; :func:`has_baseline_vector_math` says which
-of the two a process can promise, and the committed-split check asks for bytes only where it
-can. The variable must be set before numpy is imported, which is why it is an environment for
-a new process and not a switch.
+most 6.2e-16 relative (measured 2026-12-07). On a CPU without AVX2 a split therefore
+*reproduces* (every decision, prompt, table and spec the same; floats within
+:data:`FLOAT_TOLERANCE`) but is not byte for byte the one an AVX2 CPU makes;
+:func:`has_baseline_vector_math` says which of the two a process can promise, and the
+committed-split check asks for bytes only where it can. OpenBLAS, under numpy's and scipy's
+linear algebra, chooses its kernels by CPU as well; :func:`portable_env` pins its AVX2
+("Haswell") kernels, without which the same 3 values moved on an AVX-512 CPU. The variables
+must be set before numpy is imported, which is why they are an environment for a new process
+and not a switch.
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@
 Each label records every change's Shapley share of every shown alert, the causes and each
 background edit and process switched on and off over worlds with the episode's noise
 (``extra.change_shares``, :mod:`causaltrace.episodes.change_shares`). Read here for every
-episode of every split made with that gate: no unlabelled change explains 0.10 or more of a shown alert
-(so none reaches 0.25, the share at which it would have to be labelled), and the labelled
-causes make at least half of the paged alert with the background counted. That the recorded
+episode of every split made with that gate: no unlabelled change explains 0.10 or more of a
+shown alert (so none reaches 0.25, the share at which it would have to be labelled), and the
+labelled causes make at least half of the paged alert with the background counted. That the recorded
 shares are the ones the worlds give is the rebuild check's job
 (tests/generation/test_committed_splits_rebuild.py regenerates a sample of each split and
 compares the labels byte for byte, shares included).
