@@ -310,17 +310,10 @@ def _quiet_broad(
     edited = [c for c in reached if ctx.specs[c].applies_bid_adjustments]
     if not edited:
         return draw
-    allowed = dict(point.prior.allowed_levels or {})
-    campaign, level = ctx.panel.labels("campaign"), ctx.panel.labels(dim)
-    weight = expected_cost_weight(ctx.panel, ctx.state)
-    levels = []
-    for value in allowed.get(dim, ctx.panel.dimension(dim).levels):
-        shares = []
-        for c in edited:
-            mine = campaign == c
-            shares.append(weight[mine & (level == value)].sum() / weight[mine].sum())
-        if max(shares) <= share:
-            levels.append(value)
+    quiet_in: dict[str, set[str]] = {}
+    for campaign, level in quiet_segments(ctx, point, dim, share, edited):
+        quiet_in.setdefault(level, set()).add(campaign)
+    levels = [level for level, where in quiet_in.items() if where == set(edited)]
     if not levels:
         return draw
     return replace(draw, slice=Slice(((dim, levels[int(rng.integers(len(levels)))]),)))
