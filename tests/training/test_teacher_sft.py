@@ -3,7 +3,9 @@
 
 The bounds are the issue's: median tool calls <= 12, no argument over 1,500 characters, >= 70%
 of the assistant messages after a tool result quoting one of its numbers, >= 50% distinct
-opening three-call sequences; and every call is a valid call of the exported tool schemas.
+opening three-call sequences, and (issue 40) >= 50% distinct opening *intents* (the tables the
+first three calls read, spelling ignored: the teacher's opening orders, not its wording); and
+every call is a valid call of the exported tool schemas.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ pytestmark = [pytest.mark.timeout(900), pytest.mark.sandbox]
 
 
 @pytest.fixture(scope="module")
-def teacher_rows(tmp_path_factory):
+def teacher_split(tmp_path_factory):
     root = tmp_path_factory.mktemp("teacher-sft")
     job = Job.from_config(
         {
@@ -43,6 +45,12 @@ def teacher_rows(tmp_path_factory):
         }
     )
     run(job, show_progress=False)
+    return root
+
+
+@pytest.fixture(scope="module")
+def teacher_rows(teacher_split):
+    root = teacher_split
     source = DatasetSource(root / "ds")
     summary = asyncio.run(
         evaluate(make_agent("teacher"), source, root / "run", concurrency=2, progress=False)
@@ -59,6 +67,7 @@ def test_rows_teach_investigation(teacher_rows):
     assert m["max_argument_chars"] <= 1500, m
     assert m["quote_share"] >= 0.7, m
     assert m["distinct_openings"] >= 0.5, m
+    assert m["distinct_opening_kinds"] >= 0.5, m
 
 
 def test_every_call_is_valid_for_the_exported_schema(teacher_rows):
@@ -125,3 +134,25 @@ def test_opening_counts_distinct_sequences():
     m = sft_metrics([row("SELECT 1"), row("SELECT  1"), row("SELECT 2")])
     assert m["distinct_openings"] == pytest.approx(2 / 3)
     assert statistics.median([1, 1, 1]) == m["tool_calls"]["p50"]
+
+
+def test_the_teacher_opens_in_different_orders(teacher_split, tmp_path):
+    """Issue 40: "several reasoning orders, drawn per episode". The same episode investigated
+    under six evaluation seeds opens with different intents (the tables its first three calls
+    read); with the best-gain choice alone the opening was fixed by the page (one or two
+    orders per episode, 16 of 74 distinct over ads_hard)."""
+    from causaltrace.training.sft_metrics import opening_kind
+
+    root = tmp_path / "seeds"
+    source = DatasetSource(teacher_split / "ds")
+    kinds: dict[str, set] = {}
+    for seed in range(6):
+        run_dir = root / f"run{seed}"
+        asyncio.run(
+            evaluate(make_agent("teacher"), source, run_dir, seed=seed, limit=2, progress=False)
+        )
+        export_sft([run_dir], root / f"sft{seed}.jsonl")
+        for row in read_rows(root / f"sft{seed}.jsonl"):
+            kinds.setdefault(row["metadata"]["episode_id"], set()).add(opening_kind(row))
+    assert len(kinds) == 2, kinds
+    assert min(len(k) for k in kinds.values()) >= 3, kinds

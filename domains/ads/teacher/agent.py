@@ -45,6 +45,12 @@ DOMINANT_SECOND = 0.75
 MIN_GAIN = 0.02  # nats: below this a query is not worth its tokens
 MAX_QUERIES = 14
 CHECK_TOP = 3
+# The opening: over the first OPEN_QUERIES queries, any query whose gain is at least OPEN_TIE of
+# the best is as good a start (an analyst may read the log first, or the account's series, or
+# the page's segments); a child of the episode's rng picks, so rows open in different orders
+# while every later decision is drawn as before.
+OPEN_QUERIES = 3
+OPEN_TIE = 0.35
 # An account-wide second cause whose share of the alerts was not read needs z of about 5.
 SECOND_ACCOUNT_LLR = 8.0
 
@@ -58,11 +64,13 @@ class InvestigatorAgent(Agent):
         page = parse_page(session.prompt)
         belief = Belief(CAUSES, page.levels, [a.kpi for a in page.alerts])
         state, sql, voice = State(), Sql(page.windows, rng), Voice(rng)
+        opening = rng.spawn(1)[0]  # after Sql's child: its style draws stay the same
         scans = [cls() for cls in SCANS]
         text = voice.opening(page, belief)
         first: Hypothesis | None = None
         second_stage = False
         queries = 0
+        decided: Hypothesis | None = None  # the leader once it holds DOMINANT: later calls check it
         while queries < MAX_QUERIES and not session.done:
             if first is None and self._ready(belief, state, scans, page):
                 first = _leading(belief)[0]
@@ -70,17 +78,22 @@ class InvestigatorAgent(Agent):
                     break
                 belief.exclude(first.cause)
                 second_stage = True
+                decided = None
                 text += " " + _explained(first, belief, page)
                 continue
             if first is not None and self._ready(belief, state, scans, page, stage_two=True):
                 break
-            probe = self._choose(belief, state, scans, page, rng, stage_two=first is not None)
+            opening_rng = opening if queries < OPEN_QUERIES else None
+            probe = self._choose(
+                belief, state, scans, page, rng, stage_two=first is not None, opening=opening_rng
+            )
             if probe is None:
                 break
             if isinstance(probe, Check):
                 probe.prepare(page)
             columns = _columns(probe, page)
-            content = " ".join(x for x in (text, voice.decide(probe, belief, page, columns)) if x)
+            purpose = voice.decide(probe, belief, page, columns, checking=decided)
+            content = " ".join(x for x in (text, purpose) if x)
             query = sql.finish(probe.query(sql, state))
             results = await session.turn([self._call(probe, query, belief, state, page)], content)
             queries += 1
@@ -92,10 +105,17 @@ class InvestigatorAgent(Agent):
             standing = voice.standing(belief)
             if standing:
                 text += " " + standing
+            top, p = _leading(belief)
+            if decided is None and p >= (DOMINANT_SECOND if second_stage else DOMINANT):
+                decided = top
+            elif decided is not None and top != decided:
+                decided = None  # a check changed the leader: the investigation goes on
         if session.done:
             return
         answer, reason = self._answer(belief, first if second_stage else None, page)
-        await _submit(session, answer, " ".join((text, voice.conclude(answer, reason))), page)
+        skipped = tuple(s.name for s in scans if s.name not in state.run)
+        closing = voice.conclude(answer, reason, skipped)
+        await _submit(session, answer, " ".join((text, closing)), page)
 
     @property
     def worksheet(self) -> bool:
@@ -142,7 +162,11 @@ class InvestigatorAgent(Agent):
             return False
         return stage_two or not self._owed(top, state, scans, page)
 
-    def _choose(self, belief, state, scans, page: Page, rng, stage_two: bool) -> Probe | None:
+    def _choose(
+        self, belief, state, scans, page: Page, rng, stage_two: bool, opening=None
+    ) -> Probe | None:
+        """The query with the largest expected information gain (ties within ``TIE`` drawn by
+        ``rng``); in the opening, ``opening`` draws among those within ``OPEN_TIE`` of it."""
         candidates: list[Probe] = [s for s in scans if s.available(state)]
         ranked = [h for h, _ in belief.ranked()]
         checks = []
@@ -173,7 +197,13 @@ class InvestigatorAgent(Agent):
                 needed = self._owed(top, state, scans, page)
             return needed[int(rng.integers(len(needed)))] if needed else None
         near = [c for c in candidates if gains[c] >= (1 - TIE) * best]
-        return near[int(rng.integers(len(near)))]
+        pick = near[
+            int(rng.integers(len(near)))
+        ]  # drawn in the opening too: rng's later draws stay
+        if opening is not None:
+            wide = [c for c in candidates if gains[c] >= OPEN_TIE * best]
+            pick = wide[int(opening.integers(len(wide)))]
+        return pick
 
     def _residual(self, first: Hypothesis, belief: Belief, page: Page) -> bool:
         """Whether a paged move is left for a second cause (only where the page allows several)."""

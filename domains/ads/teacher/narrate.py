@@ -80,6 +80,23 @@ PURPOSE = {
         "now against before, for {h}.",
     ),
 }
+CHECKING = (
+    "{h} leads; a check before concluding.",
+    "With {h} ahead, I check what else the page allows before concluding.",
+    "Check before concluding on {h}:",
+)
+# What each scan reads, for the closing line that says which were not needed.
+SCAN_NAMES = {
+    "changes": "the change history",
+    "status": "the ad statuses",
+    "account": "the account's auction series",
+    "demand": "eligible auctions",
+    "site": "conversions against orders",
+    "creatives": "per-ad clicks",
+    "invalid": "invalid clicks",
+    "ad_share": "the flagged ads' impressions",
+    "placements": "placements",
+}
 STRENGTHEN = ("Strengthens {x}.", "This supports {x}.", "Evidence for {x}.")
 RULE_OUT = ("Rules out {x}.", "Against {x}.", "That leaves out {x}.")
 
@@ -131,7 +148,17 @@ class Voice:
             items = ", then ".join(h.text() for h, _ in top)
         return self.pick(("Leading now: ", "Where I stand: ", "Best hypotheses: ")) + items + "."
 
-    def decide(self, probe: Probe, belief: Belief, page: Page, columns: list[str]) -> str:
+    def decide(
+        self,
+        probe: Probe,
+        belief: Belief,
+        page: Page,
+        columns: list[str],
+        checking: Hypothesis | None = None,
+    ) -> str:
+        """Why the next query: its purpose; once a hypothesis leads (``checking``), the call is
+        stated as a check of it (an alternative the page allows, or its own share of the page),
+        so no call after the decision goes unexplained."""
         key = probe.name if probe.name in PURPOSE else "check"
         h = getattr(probe, "h", None)
         if isinstance(h, Hypothesis) and h.cause in ("BID_MODIFIER_CHANGE", "TARGETING_EXPANSION"):
@@ -140,10 +167,24 @@ class Voice:
         text = self.pick(PURPOSE[key]).format(
             causes=causes, h=h.text() if h else "", columns=", ".join(columns)
         )
+        if checking is not None:
+            lead = self.pick(CHECKING).format(h=checking.text())
+            return f"{lead} {text}"
         return self.pick(("Next: ", "Now: ", "")) + text
 
-    def conclude(self, answer: list[Hypothesis], single_reason: str) -> str:
+    def conclude(
+        self, answer: list[Hypothesis], single_reason: str, skipped: tuple[str, ...] = ()
+    ) -> str:
+        """The answer and why; ``skipped``: the scans the decision made unnecessary (issue 40:
+        the calls an investigation saves against a sweep)."""
         names = " and ".join(h.text() for h in answer)
+        saved = ""
+        if skipped:
+            read = ", ".join(SCAN_NAMES.get(s, s) for s in skipped)
+            saved = " " + self.pick(
+                ("Not needed: {x}.", "Left unread, as the evidence decided: {x}.")
+            )
+            saved = saved.format(x=read)
         if len(answer) > 1:
-            return f"Two causes account for the page: {names}. Submitting both."
-        return f"{single_reason} Submitting {names}."
+            return f"Two causes account for the page: {names}.{saved} Submitting both."
+        return f"{single_reason}{saved} Submitting {names}."

@@ -231,7 +231,7 @@ def _verdict(
     printed = worksheet.strongest({k.slice: v for k, v in stats.items() if k.cause == cause})
     stat = belief.readings[h].stat
     shown = stat is not None and h.slice in {s for s, _ in printed}
-    reading = f"{worksheet.pct(stat.effect)} (z {stat.z:.1f})" if shown and stat else "a move"
+    reading = f"{worksheet.move(stat)} (z {stat.z:.1f})" if shown and stat else "a move"
     if stat is None or stat.z < threshold:
         if shown and stat:
             return False, (
@@ -248,7 +248,7 @@ def _verdict(
         return True, f"{cause} on {h.slice}: its signature leads once its neighbours are weighed"
     return (
         True,
-        f"{cause} on {h.slice}: {worksheet.pct(stat.effect)} in its signature, z {stat.z:.1f}",
+        f"{cause} on {h.slice}: its signature moved {worksheet.move(stat)}, z {stat.z:.1f}",
     )
 
 

@@ -30,12 +30,15 @@ MIN_SE = PRACTICAL_LOG * math.sqrt(1 / 7 + 1 / 21)
 @dataclass(frozen=True)
 class Stat:
     """A signature reading: ``effect`` in the cause's direction (log units, or points of
-    impression share), ``z`` its significance, ``snr`` its size in units of a day's noise."""
+    impression share), ``z`` its significance, ``snr`` its size in units of a day's noise;
+    ``direction`` the sign of the move the cause makes (-1: a drop), so the move itself can be
+    printed (an ad that stopped serving reads -100%, not +66784944% "in its direction")."""
 
     effect: float
     z: float
     snr: float
     parts: tuple[Stat, ...] = ()  # the footprints of an AND of evidence, in a fixed order
+    direction: int = 1
 
     @staticmethod
     def weakest(*stats: Stat | None) -> Stat | None:
@@ -44,7 +47,7 @@ class Stat:
         if any(s is None for s in stats):
             return None
         low = min(stats, key=lambda s: s.z)  # type: ignore[union-attr]
-        return Stat(low.effect, low.z, low.snr, tuple(stats))  # type: ignore[arg-type]
+        return Stat(low.effect, low.z, low.snr, tuple(stats), low.direction)  # type: ignore
 
     def components(self) -> tuple[Stat, ...]:
         return self.parts or (self,)
@@ -62,13 +65,15 @@ def _log_ratio(a: float, b: float) -> float:
     return math.log((a + 0.5) / (b + 0.5))
 
 
-def _count_stat(effect: float, counts: tuple[float, ...], weekly: float) -> Stat:
+def _count_stat(
+    effect: float, counts: tuple[float, ...], weekly: float, direction: int = 1
+) -> Stat:
     """A log-ratio ``effect`` of overdispersed counts: its z over the counts' Poisson variance
     (never below ``MIN_SE``), and its size against one week's day-level noise of ``weekly``."""
     var = PHI * sum(1 / (c + 0.5) for c in counts)
     day = PHI * NOW_DAYS / (weekly + 0.5)
     se = max(math.sqrt(var), MIN_SE)
-    return Stat(effect, effect / se, effect / max(math.sqrt(day), PRACTICAL_LOG))
+    return Stat(effect, effect / se, effect / max(math.sqrt(day), PRACTICAL_LOG), (), direction)
 
 
 def oe_stat(
@@ -78,7 +83,7 @@ def oe_stat(
     if exp_in < 5 or exp_out < 5:
         return None
     effect = direction * (_log_ratio(obs_in, exp_in) - _log_ratio(obs_out, exp_out))
-    return _count_stat(effect, (obs_in, exp_in, obs_out), exp_in)
+    return _count_stat(effect, (obs_in, exp_in, obs_out), exp_in, direction)
 
 
 def share_stat(
@@ -94,7 +99,8 @@ def share_stat(
     if min(in_before, out_before) < 5 or out_now < 5:
         return None
     effect = direction * (_log_ratio(in_now, in_before) - _log_ratio(out_now, out_before))
-    return _count_stat(effect, (in_now, in_before, out_now), min(in_now, in_before / weeks_before))
+    weekly = min(in_now, in_before / weeks_before)
+    return _count_stat(effect, (in_now, in_before, out_now), weekly, direction)
 
 
 def onset_scan(

@@ -153,7 +153,8 @@ def placement_footprint(cause: str, rows: Rows, inside: Pred, outside: Pred) -> 
     if stat is None:
         return None
     z = min(stat.z, stat.effect / (PLACEMENT_DRIFT * MIN_SE))
-    return Stat(stat.effect, z, min(stat.snr, stat.effect / (PLACEMENT_DRIFT * PRACTICAL_LOG)))
+    snr = min(stat.snr, stat.effect / (PLACEMENT_DRIFT * PRACTICAL_LOG))
+    return Stat(stat.effect, z, snr, stat.parts, stat.direction)
 
 
 def disapproval_footprint(cause: str, rows: Rows, inside: Pred, outside: Pred) -> Stat | None:
@@ -213,8 +214,13 @@ def pct(effect: float) -> str:
     return f"{100 * (math.exp(effect) - 1):+.0f}%"
 
 
+def move(stat: Stat) -> str:
+    """The move a signature reads, as a percentage change in its own sign (a drop is negative)."""
+    return pct(stat.direction * stat.effect)
+
+
 def describe_stat(stat: Stat) -> str:
-    return f"{pct(stat.effect)} z {stat.z:.1f} size {stat.snr:.1f}"
+    return f"{move(stat)} z {stat.z:.1f} size {stat.snr:.1f}"
 
 
 def strongest(stats: Mapping[str, Stat | None], shown: int = SHOWN) -> list[tuple[str, Stat]]:
@@ -370,8 +376,8 @@ def check_signature(cause: str, rows: Rows, region: Mapping[str, Sequence[str]])
 def signature_text(cause: str, stat: Stat) -> str:
     """The signature's reading as the row prints it and the narration quotes it."""
     if cause == "AD_DISAPPROVAL":
-        return f"the ad's share of its ad groups moved {pct(-stat.effect)} (z {stat.z:.1f})"
-    return f"the signature on the edited segment reads {pct(stat.effect)} (z {stat.z:.1f})"
+        return f"the ad's share of its ad groups moved {move(stat)} (z {stat.z:.1f})"
+    return f"the signature on the edited segment reads {move(stat)} (z {stat.z:.1f})"
 
 
 def shares(
