@@ -126,6 +126,14 @@ class TwinPrior:
     # smaller ones and a large raise named the cause; without loud twins nothing is selected
     # after the draw, and the surviving raises are the table's.
     quiet_only: bool = False
+    # With ``quiet_share``: a quiet segment qualifies only if in a *typical* account (the mix
+    # at its typical value) it carries at least this share of its campaign's expected cost, so
+    # that the twin sits on a segment whose name says "busy" (where accepted causes sit) and
+    # only this account's rows show it is quiet. Without it the quiet segment was nearly always
+    # the tablet (0.15 of mobile's typical volume), which no accepted cause targets: on a dry
+    # run of ads_test 11 of 11 large raises on the alerted campaign in other causes' cost
+    # alerts and 0 of 19 BID_MODIFIER_CHANGE's named a tablet (docs/audit.md section 8).
+    quiet_typical: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -222,12 +230,13 @@ def _like(
     )
 
 
-def expected_cost_weight(panel: Panel, state: AccountState) -> np.ndarray:
+def expected_cost_weight(panel: Panel, state: AccountState | None) -> np.ndarray:
     """Each cell's expected cost in this account up to a factor per campaign: the segment's
     typical volume and CPC (:mod:`~causaltrace_domains.ads.segments`) times the account's mix
-    (its state's volume); the episode's noise is not drawn yet, so it is left out."""
+    (its state's volume; a typical account's with ``state`` None); the episode's noise is not
+    drawn yet, so it is left out."""
     shape = seg.multiplier(panel, seg.VOLUME) * seg.multiplier(panel, seg.CPC)
-    return (shape * state.volume)[:, 0]
+    return (shape if state is None else shape * state.volume)[:, 0]
 
 
 def quiet_segments(
@@ -236,16 +245,19 @@ def quiet_segments(
     dim: str,
     share: float,
     campaigns: Sequence[str] | None = None,
+    typical: float = 0.0,
 ) -> list[tuple[str, str]]:
     """The (campaign, level) pairs of ``dim`` on a campaign of ``campaigns`` (the incident's by
     default) that takes ``point``'s adjustments whose expected cost
     (:func:`expected_cost_weight`) is at most ``share`` of the campaign's, in the panel's
-    order."""
+    order; with ``typical``, only levels that carry at least that share in a typical account
+    (``TwinPrior.quiet_typical``)."""
     campaigns = ctx.incident if campaigns is None else campaigns
     allowed = dict(point.prior.allowed_levels or {})
     takes = set(allowed.get("campaign", campaigns))
     campaign, level = ctx.panel.labels("campaign"), ctx.panel.labels(dim)
     weight = expected_cost_weight(ctx.panel, ctx.state)
+    usual = expected_cost_weight(ctx.panel, None) if typical > 0 else None
     out = []
     for c in campaigns:
         if c not in takes:
@@ -254,8 +266,11 @@ def quiet_segments(
         total = weight[mine].sum()
         for value in allowed.get(dim, ctx.panel.dimension(dim).levels):
             cells = mine & (level == value)
-            if cells.any() and weight[cells].sum() <= share * total:
-                out.append((c, value))
+            if not cells.any() or weight[cells].sum() > share * total:
+                continue
+            if usual is not None and usual[cells].sum() < typical * usual[mine].sum():
+                continue
+            out.append((c, value))
     return out
 
 
@@ -266,6 +281,7 @@ def _quiet(
     share: float,
     rng,
     anywhere: bool = False,
+    typical: float = 0.0,
 ) -> InterventionDraw:
     """``draw`` re-placed, when it reaches a campaign of the incident, on one of the
     :func:`quiet_segments` of its segment's dimension there (uniformly; as it was when there is
@@ -285,8 +301,8 @@ def _quiet(
     if len(dims) != 1:
         return draw
     if "campaign" not in draw.slice.dims:
-        return _quiet_broad(ctx, point, draw, dims[0], share, reached, rng)
-    options = quiet_segments(ctx, point, dims[0], share, campaigns)
+        return _quiet_broad(ctx, point, draw, dims[0], share, reached, rng, typical)
+    options = quiet_segments(ctx, point, dims[0], share, campaigns, typical)
     if not options:
         return draw
     campaign, level = options[int(rng.integers(len(options)))]
@@ -301,6 +317,7 @@ def _quiet_broad(
     share: float,
     reached: Sequence[str],
     rng,
+    typical: float = 0.0,
 ) -> InterventionDraw:
     """A broad draw (one level of ``dim`` on every campaign that takes bid adjustments, one edit
     row per campaign within the hour, as most accepted bid causes are: 14 of 21 on a dry run of
@@ -311,7 +328,7 @@ def _quiet_broad(
     if not edited:
         return draw
     quiet_in: dict[str, set[str]] = {}
-    for campaign, level in quiet_segments(ctx, point, dim, share, edited):
+    for campaign, level in quiet_segments(ctx, point, dim, share, edited, typical):
         quiet_in.setdefault(level, set()).add(campaign)
     levels = [level for level, where in quiet_in.items() if where == set(edited)]
     if not levels:
@@ -410,7 +427,9 @@ def _bid_twin(ctx: TwinContext, prior: TwinPrior, rng: np.random.Generator) -> P
         draw = _recent(ctx, prior, draw, rng)
     quiet = None
     if prior.quiet_share is not None:
-        placed = _quiet(ctx, point, draw, prior.quiet_share, rng, prior.quiet_anywhere)
+        placed = _quiet(
+            ctx, point, draw, prior.quiet_share, rng, prior.quiet_anywhere, prior.quiet_typical
+        )
         quiet, draw = placed is not draw, placed
         if prior.quiet_only and not quiet:
             return None

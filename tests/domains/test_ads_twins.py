@@ -463,3 +463,41 @@ def test_bid_twin_slices_are_the_broader_of_two_draws():
         a, b = point.sample(replay, panel), point.sample(replay, panel)
         reach = [len(touched_campaigns(panel, d.slice)) for d in (a, b)]
         assert chosen == (b if reach[1] > reach[0] else a)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_quiet_segments_with_a_typical_floor_carry_names_causes_carry(seed):
+    """``TwinPrior.quiet_typical``: a quiet segment qualifies only if a typical account gives it
+    at least that share of its campaign's cost, so the twin's target names a segment causes sit
+    on (the tablet, at 0.04-0.05 of a typical campaign's cost, never qualifies at 0.1) and only
+    this account's rows show that it is quiet. Over 60 accounts with the wide mix of
+    ``domain=ads_next`` (log-sd 0.9) such segments exist (77 of 200 accounts at a share of 0.04
+    when measured), so the floor does not remove every twin."""
+    from causaltrace_domains.ads.account_state import StatePrior, sample_state
+
+    domain = domain_of("default")
+    panel, cfg = domain.scm.panel, domain.settings
+    points = domain.scm.intervention_points
+    manual = tuple(c.name for c in cfg.campaigns if c.applies_bid_adjustments)
+    usual = expected_cost_weight(panel, None)
+    campaign = panel.labels("campaign")
+    found = 0
+    for n in range(60):
+        rng = np.random.default_rng([seed, n])
+        state = sample_state(panel, cfg, rng, StatePrior(mix_sd=0.9))
+        ctx = TwinContext(panel, cfg, state, points, incident=manual)
+        weight = expected_cost_weight(panel, state)
+        for dim in ("device", "geo", "audience"):
+            loose = quiet_segments(ctx, points["BID_MODIFIER_CHANGE"], dim, 0.04)
+            floored = quiet_segments(ctx, points["BID_MODIFIER_CHANGE"], dim, 0.04, None, 0.1)
+            assert set(floored) <= set(loose)
+            level = panel.labels(dim)
+            for c, value in floored:
+                mine, cells = campaign == c, (campaign == c) & (level == value)
+                assert usual[cells].sum() >= 0.1 * usual[mine].sum(), (c, value)
+                assert weight[cells].sum() <= 0.04 * weight[mine].sum(), (c, value)
+                assert value not in ("tablet", "ctv")
+            found += bool(floored)
+    # 77 of 200 accounts had one when measured: about 23 of 60 expected; under 5 has binomial
+    # probability below 1e-6 at that rate
+    assert found >= 5, found
