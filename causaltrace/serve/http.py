@@ -183,6 +183,64 @@ def _json_response(
     )
 
 
+def bearer_refusal(scope: Mapping[str, Any], token: bytes) -> tuple[str, str] | None:
+    """Why an ASGI request's (or WebSocket handshake's) ``Authorization`` header does not carry
+    ``token``, as (RFC 6750 error code, text); None: it does. Compared in constant time."""
+    values = [v for k, v in scope["headers"] if k == b"authorization"]
+    if not values:
+        return "invalid_request", (
+            "missing bearer token: send 'Authorization: Bearer <token>' (the token is the "
+            f"server's {TOKEN_ENV}, or in the token file it printed at start)"
+        )
+    scheme, _, credentials = values[0].strip().partition(b" ")
+    if len(values) > 1 or scheme.lower() != b"bearer" or not credentials.strip():
+        return "invalid_request", "malformed Authorization: expected one 'Bearer <token>'"
+    if not hmac.compare_digest(credentials.strip(), token):
+        return "invalid_token", "invalid bearer token"
+    return None
+
+
+async def send_unauthorized(send: Any, refused: tuple[str, str]) -> None:
+    """A 401 with the RFC 6750 challenge for ``refused`` (:func:`bearer_refusal`)."""
+    error, problem = refused
+    challenge = f'Bearer realm="causaltrace", error="{error}"'
+    for message in _json_response(401, "unauthorized", problem, {"WWW-Authenticate": challenge}):
+        await send(message)
+
+
+class TokenGuard:
+    """Pure ASGI middleware that lets through only requests and WebSocket handshakes carrying
+    the bearer token: a refused request gets a 401, a refused handshake is closed (code 1008,
+    policy violation) before it is accepted, so no session is created. ``GET /health`` is
+    public. For apps whose protocol has sessions over WebSockets (the OpenEnv app), where
+    :class:`RequestGuard` refuses every WebSocket.
+
+    Args:
+        app: The ASGI app behind it.
+        token: The bearer token.
+    """
+
+    PUBLIC = frozenset({("GET", "/health")})
+
+    def __init__(self, app: Any, *, token: str):
+        if not token:
+            raise CausalTraceError("the server's bearer token is empty")
+        self.app = app
+        self.token = token.encode()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            public = (scope["method"], scope["path"]) in self.PUBLIC
+            refused = None if public else bearer_refusal(scope, self.token)
+            if refused is not None:
+                await send_unauthorized(send, refused)
+                return
+        elif scope["type"] == "websocket" and bearer_refusal(scope, self.token) is not None:
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        await self.app(scope, receive, send)
+
+
 class RequestGuard:
     """Pure ASGI middleware in front of the app: the bearer token, then the body read within
     ``max_body_bytes`` and ``body_timeout`` before the app sees the request (the app then gets
@@ -210,18 +268,7 @@ class RequestGuard:
         accepted, or not needed (``GET /health``)."""
         if (scope["method"], scope["path"]) in self.PUBLIC:
             return None
-        values = [v for k, v in scope["headers"] if k == b"authorization"]
-        if not values:
-            return "invalid_request", (
-                "missing bearer token: send 'Authorization: Bearer <token>' (the token is the "
-                f"server's {TOKEN_ENV}, or in the token file it printed at start)"
-            )
-        scheme, _, credentials = values[0].strip().partition(b" ")
-        if len(values) > 1 or scheme.lower() != b"bearer" or not credentials.strip():
-            return "invalid_request", "malformed Authorization: expected one 'Bearer <token>'"
-        if not hmac.compare_digest(credentials.strip(), self.token):
-            return "invalid_token", "invalid bearer token"
-        return None
+        return bearer_refusal(scope, self.token)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -232,12 +279,7 @@ class RequestGuard:
             return
         refused = self.refusal(scope)
         if refused is not None:
-            error, problem = refused
-            challenge = f'Bearer realm="causaltrace", error="{error}"'
-            for message in _json_response(
-                401, "unauthorized", problem, {"WWW-Authenticate": challenge}
-            ):
-                await send(message)
+            await send_unauthorized(send, refused)
             return
         body = await self.read_body(scope, receive, send)
         if body is None:

@@ -2,11 +2,11 @@
 ``openenv``).
 
     # server: uvicorn "causaltrace.serve.openenv_env:app_from_env" --factory --port 8000
-    #         (CAUSALTRACE_OPENENV_DATASET=data/ads_test), or in Python:
-    app = create_causaltrace_app("data/ads_test")
+    #         (CAUSALTRACE_OPENENV_DATASET=data/ads_test, CAUSALTRACE_SERVE_TOKEN=...), or:
+    app = create_causaltrace_app("data/ads_test", token=token)
 
     # client (OpenEnv's EnvClient: one WebSocket connection is one session on the server)
-    async with CausalTraceClient(base_url="http://localhost:8000") as env:
+    async with CausalTraceClient(base_url="http://localhost:8000", token=token) as env:
         result = await env.reset(episode_id="test-000012")      # or seed=12
         result = await env.step(CausalTraceAction(name="sql", arguments={"query": "SHOW TABLES"}))
         result = await env.step(CausalTraceAction(name="submit", arguments={"root_cause": ...}))
@@ -54,17 +54,23 @@ from openenv.core.env_server.types import (
     State,
 )
 from pydantic import Field
+from websockets.asyncio.client import connect as ws_connect
 
 from causaltrace.core.version import __version__
 from causaltrace.datasets.reading import DatasetSource
 from causaltrace.env.session import EnvConfig
 from causaltrace.errors import CausalTraceError
-from causaltrace.serve.host import HostConfig, SessionHost, UnknownSession
+from causaltrace.serve.host import TOKEN_ENV, HostConfig, SessionHost, UnknownSession
+from causaltrace.serve.http import TokenGuard
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
 DATASET_ENV = "CAUSALTRACE_OPENENV_DATASET"
+INSECURE_ENV = "CAUSALTRACE_OPENENV_INSECURE"
+# OpenEnv closes a session idle this long: 64 abandoned /mcp sessions held every slot of an app
+# with no timeout (issue 42).
+IDLE_SECONDS = 600.0
 
 
 class CausalTraceAction(Action):
@@ -335,16 +341,28 @@ def _action(action: Any) -> CausalTraceAction:
 def create_causaltrace_app(
     dataset: str | os.PathLike,
     *,
+    token: str | None = None,
+    insecure: bool = False,
     env_config: EnvConfig | Mapping[str, Any] | None = None,
     tool_config=None,
     host_config: HostConfig | None = None,
     cache_dir: str | os.PathLike | None = None,
     max_concurrent_envs: int = 64,
-    session_timeout: float | None = None,
+    session_timeout: float | None = IDLE_SECONDS,
 ) -> FastAPI:
     """OpenEnv's FastAPI app (``openenv.core.env_server.create_app``) over a dataset.
 
+    Every route but ``GET /health`` and every WebSocket handshake must carry ``Authorization:
+    Bearer <token>`` (:class:`~causaltrace.serve.http.TokenGuard`: a 401, or the handshake closed
+    before a session exists): anyone who could reach an open app could play episodes and read
+    their rewards, and so try causes until one scores. :class:`CausalTraceClient` sends it.
+
     Args:
+        dataset: The dataset directory.
+        token: The bearer token (e.g. ``secrets.token_urlsafe(32)``); required unless
+            ``insecure``.
+        insecure: Serve without a token, for a server bound to loopback with one trainer
+            (OpenEnv's unmodified clients send no credentials).
         dataset: The dataset directory.
         env_config (EnvConfig | Mapping | None): Budgets, reward and transcripts; the defaults
             by default.
@@ -353,12 +371,22 @@ def create_causaltrace_app(
             default.
         cache_dir: Where a lazy split's rebuilt episodes go; the dataset's own by default.
         max_concurrent_envs: OpenEnv's cap on WebSocket sessions; 64 by default.
-        session_timeout: OpenEnv closes sessions idle this long (seconds); never by default
-            (the host's ``idle_seconds`` still applies).
+        session_timeout: OpenEnv closes sessions idle this long (seconds; ``IDLE_SECONDS`` by
+            default, so abandoned sessions do not hold the ``max_concurrent_envs`` slots; None:
+            never, the host's ``idle_seconds`` still applies).
 
     Returns:
         The app; its backend is ``app.state.causaltrace_backend``, closed on shutdown.
+
+    Raises:
+        CausalTraceError: No token and not ``insecure``.
     """
+    if not token and not insecure:
+        raise CausalTraceError(
+            "the OpenEnv app needs a bearer token: create_causaltrace_app(..., token=...) "
+            f"(app_from_env reads ${TOKEN_ENV}); or insecure=True "
+            f"(${INSECURE_ENV}=1) to serve without one on loopback"
+        )
     backend = CausalTraceBackend(
         dataset,
         env_config=env_config,
@@ -375,6 +403,8 @@ def create_causaltrace_app(
             max_concurrent_envs=max_concurrent_envs, session_timeout=session_timeout
         ),
     )
+    if token:
+        app.add_middleware(TokenGuard, token=token)
     app.state.causaltrace_backend = backend
     app.router.on_shutdown.append(backend.close)
     return app
@@ -382,21 +412,44 @@ def create_causaltrace_app(
 
 def app_from_env() -> FastAPI:
     """The app of the dataset named by ``$CAUSALTRACE_OPENENV_DATASET`` (for ``uvicorn
-    --factory``).
+    --factory``), its token ``$CAUSALTRACE_SERVE_TOKEN`` (or none with
+    ``$CAUSALTRACE_OPENENV_INSECURE=1``).
 
     Raises:
-        CausalTraceError: The variable is not set.
+        CausalTraceError: The dataset variable is not set, or neither a token nor insecure.
     """
     dataset = os.environ.get(DATASET_ENV)
     if not dataset:
         raise CausalTraceError(f"set {DATASET_ENV} to a generated dataset directory")
-    return create_causaltrace_app(dataset)
+    insecure = os.environ.get(INSECURE_ENV, "") == "1"
+    return create_causaltrace_app(dataset, token=os.environ.get(TOKEN_ENV), insecure=insecure)
 
 
 class CausalTraceClient(EnvClient[CausalTraceAction, CausalTraceObservation, CausalTraceState]):
     """OpenEnv's WebSocket client (``EnvClient``) with this environment's types: ``reset``,
     ``step`` and ``state`` are async (``.sync()`` gives the blocking wrapper). ``step`` also
-    takes a ``{"name", "arguments"}`` mapping."""
+    takes a ``{"name", "arguments"}`` mapping. ``token``: the server's bearer token, sent on the
+    WebSocket handshake (OpenEnv 0.3's own client sends no headers)."""
+
+    def __init__(self, base_url: str, *, token: str | None = None, **kwargs: Any):
+        super().__init__(base_url, **kwargs)
+        self._token = token
+
+    async def connect(self) -> CausalTraceClient:
+        """OpenEnv's connect, with the ``Authorization`` header when a token is given."""
+        if self._ws is not None or not self._token:
+            return await super().connect()
+        headers = {"Authorization": f"Bearer {self._token}"}
+        try:
+            self._ws = await ws_connect(
+                self._ws_url,
+                open_timeout=self._connect_timeout,
+                max_size=self._max_message_size,
+                additional_headers=headers,
+            )
+        except Exception as exc:
+            raise ConnectionError(f"Failed to connect to {self._ws_url}: {exc}") from exc
+        return self
 
     def _step_payload(self, action: CausalTraceAction | Mapping[str, Any]) -> dict[str, Any]:
         return _action(action).model_dump()

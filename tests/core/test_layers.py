@@ -246,8 +246,9 @@ OPTIONAL_INTEGRATIONS = {
     "causaltrace.env.gymnasium_env": {"gymnasium"},  # Gymnasium registration (gym extra)
     "causaltrace.serve.client": {"httpx"},  # the HTTP client (serve extra)
     "causaltrace.serve.http": {"fastapi", "pydantic"},  # the HTTP server (serve extra)
-    # the OpenEnv server and client (openenv extra)
-    "causaltrace.serve.openenv_env": {"openenv", "pydantic"},
+    # the OpenEnv server and client (openenv extra; its token guard is the serve extra's,
+    # and the client's handshake header goes through openenv's own websockets)
+    "causaltrace.serve.openenv_env": {"openenv", "pydantic", "fastapi", "websockets"},
     "causaltrace.training.verl_tools": {"verl"},  # verl's tools (train extra)
     # the verifiers environment (verifiers extra)
     "causaltrace.training.verifiers_env": {"verifiers", "mcp", "pydantic"},

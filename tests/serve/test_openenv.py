@@ -78,15 +78,12 @@ def sliced_episode(source: DatasetSource) -> str:
     raise AssertionError("ads_test has no 2D-sliced episode")
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """OpenEnv's app around ads_test, served by uvicorn on 127.0.0.1 (an OS-chosen port) in a
-    daemon thread; the host's sandbox starts with the first episode."""
-    app = create_causaltrace_app(
-        ADS_TEST,
-        env_config={"max_tool_calls": MAX_TOOL_CALLS},
-        cache_dir=tmp_path_factory.mktemp("openenv-episodes"),
-    )
+TOKEN = "openenv-test-token"
+
+
+def serve(app):
+    """``app`` served by uvicorn on 127.0.0.1 (an OS-chosen port) in a daemon thread: yields
+    its URL, then stops it."""
     config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning")
     uv = uvicorn.Server(config)
     thread = threading.Thread(target=uv.run, name="openenv-test-server", daemon=True)
@@ -96,10 +93,42 @@ def server(tmp_path_factory):
         assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
         time.sleep(0.05)
     port = uv.servers[0].sockets[0].getsockname()[1]
-    yield app, f"http://127.0.0.1:{port}"
+    yield f"http://127.0.0.1:{port}"
     uv.should_exit = True
     thread.join(timeout=60)
     assert app.state.causaltrace_backend.host.runtime is None  # closed on shutdown
+
+
+def openenv_app(tmp_path_factory, **auth):
+    """OpenEnv's app around ads_test (``auth``: its token, or insecure)."""
+    return create_causaltrace_app(
+        ADS_TEST,
+        env_config={"max_tool_calls": MAX_TOOL_CALLS},
+        cache_dir=tmp_path_factory.mktemp("openenv-episodes"),
+        **auth,
+    )
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """OpenEnv's app behind its bearer token; the host's sandbox starts with the first
+    episode."""
+    app = openenv_app(tmp_path_factory, token=TOKEN)
+    for url in serve(app):
+        yield app, url
+
+
+@pytest.fixture(scope="module")
+def open_server(tmp_path_factory):
+    """The same app with ``insecure=True``, for OpenEnv's unmodified ``GenericEnvClient``
+    (which sends no headers)."""
+    app = openenv_app(tmp_path_factory, insecure=True)
+    for url in serve(app):
+        yield app, url
+
+
+def client(url: str) -> CausalTraceClient:
+    return CausalTraceClient(base_url=url, token=TOKEN)
 
 
 def run(coro):
@@ -119,12 +148,13 @@ def test_the_classes_are_openenvs():
 
 def test_schema_and_metadata_endpoints(server):
     _, url = server
-    schema = httpx.get(f"{url}/schema", timeout=30).json()
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    schema = httpx.get(f"{url}/schema", headers=auth, timeout=30).json()
     assert {"name", "arguments"} <= set(schema["action"]["properties"])
     assert set(schema["observation"]["properties"]) >= OBSERVATION_KEYS
     # OpenEnv 0.3's /schema always describes its base State (create_app takes no state class).
     assert set(schema["state"]["properties"]) <= STATE_KEYS
-    assert httpx.get(f"{url}/metadata", timeout=30).json()["name"] == "causaltrace"
+    assert httpx.get(f"{url}/metadata", headers=auth, timeout=30).json()["name"] == "causaltrace"
 
 
 @pytest.mark.sandbox
@@ -143,7 +173,7 @@ def test_a_scored_episode_with_the_typed_client(server):
     ]
 
     async def episode_with(answer):
-        async with CausalTraceClient(base_url=url) as env:
+        async with client(url) as env:
             result = await env.reset(episode_id=episode)
             obs = result.observation
             assert isinstance(obs, CausalTraceObservation) and not result.done
@@ -180,11 +210,11 @@ def test_a_scored_episode_with_the_typed_client(server):
 
 
 @pytest.mark.sandbox
-def test_labels_never_reach_observations_or_state(server):
+def test_labels_never_reach_observations_or_state(open_server):
     """What crosses the wire, read by OpenEnv's unmodified GenericEnvClient: only the declared
     keys, and neither the label's slice (absent from this episode's prompt) nor, outside the
     prompt and the tool schemas (which list every cause), its cause."""
-    _, url = server
+    _, url = open_server
     source = DatasetSource(ADS_TEST)
     episode = sliced_episode(source)
     label = source.label(episode)
@@ -222,8 +252,8 @@ def test_two_sessions_are_isolated(server):
 
     async def go():
         async with (
-            CausalTraceClient(base_url=url) as first,
-            CausalTraceClient(base_url=url) as second,
+            client(url) as first,
+            client(url) as second,
         ):
             await asyncio.gather(first.reset(episode_id=episode), second.reset(episode_id=episode))
             await first.step(CausalTraceAction(name="python", arguments={"code": "secret = 41"}))
@@ -249,7 +279,7 @@ def test_the_budget_is_the_sessions(server):
     _, url = server
 
     async def go():
-        async with CausalTraceClient(base_url=url) as env:
+        async with client(url) as env:
             await env.reset(seed=12)
             sql = CausalTraceAction(name="sql", arguments={"query": "SELECT 1"})
             results = [await env.step(sql) for _ in range(MAX_TOOL_CALLS + 1)]
@@ -280,3 +310,37 @@ def test_the_environment_in_process(server):
         assert env.state.done and env.state.session_id is not None
     finally:
         env.close()
+
+
+def test_the_app_needs_a_token_or_says_insecure():
+    """No token and no ``insecure``: a clear error before anything is served (issue 42 item 4:
+    an open app let any client on the host play episodes and read their rewards)."""
+    from causaltrace.errors import CausalTraceError
+
+    with pytest.raises(CausalTraceError, match="needs a bearer token"):
+        create_causaltrace_app(ADS_TEST)
+
+
+def test_without_the_token_no_session_is_opened(server):
+    """OpenEnv's own clients and plain HTTP, without the token or with a wrong one: the
+    WebSocket handshake is closed before a session exists, HTTP routes answer 401, and
+    ``/health`` stays public; with the token the same client plays."""
+    _, url = server
+    assert httpx.get(f"{url}/health", timeout=30).status_code == 200
+    assert httpx.get(f"{url}/schema", timeout=30).status_code == 401
+    wrong = {"Authorization": "Bearer nope"}
+    assert httpx.post(f"{url}/reset", json={}, headers=wrong, timeout=30).status_code == 401
+
+    async def refused(env):
+        with pytest.raises(ConnectionError):
+            async with env:
+                await env.reset(seed=12)
+
+    run(refused(GenericEnvClient(base_url=url)))
+    run(refused(CausalTraceClient(base_url=url, token="nope")))
+
+    async def plays():
+        async with client(url) as env:
+            return await env.reset(seed=12)
+
+    assert run(plays()).observation.episode_id
