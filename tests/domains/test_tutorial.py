@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _venv_support import make_venv
 
 ROOT = Path(__file__).resolve().parents[2]
 TUTORIAL = ROOT / "docs" / "tutorial"
@@ -169,14 +170,30 @@ def test_the_command_lines_generate_and_evaluate(tmp_path):
     assert len((run / "results.jsonl").read_text(encoding="utf-8").splitlines()) == N_EPISODES
 
 
-def test_the_script_runs_as_a_user_runs_it(tmp_path):
+@pytest.mark.parametrize("interpreter", ["this", "fresh venv"])
+def test_the_script_runs_as_a_user_runs_it(tmp_path, interpreter):
     """Issue 42, item 6: ``python3 docs/tutorial/run_tutorial.py OUT`` after the README's
     install, from a directory outside the repository and without PYTHONPATH (it failed with
     "Could not load 'generate_schema'": composing the config skipped the schemas the commands
-    register; its in-process test passed only because the test session had registered them)."""
+    register; its in-process test passed only because the test session had registered them);
+    by this interpreter and by a fresh venv made outside the repository that sees the editable
+    install as a user's venv would (``_venv_support.make_venv``)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    python = sys.executable
+    if interpreter == "fresh venv":
+        venv = tmp_path / "venv"
+        made = make_venv(sys.executable, venv, env, with_pip=False)
+        assert made.returncode == 0, made.stderr[-2000:]
+        python = str(venv / "bin" / "python")
+        where = subprocess.run(
+            [python, "-c", "import sys, causaltrace; print(sys.prefix); print(causaltrace.__file__)"],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert where.returncode == 0, where.stderr[-2000:]
+        prefix, package = where.stdout.split()
+        assert Path(prefix) == venv and Path(package).is_relative_to(ROOT), where.stdout
     done = subprocess.run(
-        [sys.executable, str(TUTORIAL / "run_tutorial.py"), str(tmp_path / "out")],
+        [python, str(TUTORIAL / "run_tutorial.py"), str(tmp_path / "out")],
         cwd=tmp_path,
         env=env,
         capture_output=True,
