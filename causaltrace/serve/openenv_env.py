@@ -363,7 +363,6 @@ def create_causaltrace_app(
             ``insecure``.
         insecure: Serve without a token, for a server bound to loopback with one trainer
             (OpenEnv's unmodified clients send no credentials).
-        dataset: The dataset directory.
         env_config (EnvConfig | Mapping | None): Budgets, reward and transcripts; the defaults
             by default.
         tool_config (ToolConfig | Mapping | None): The sandbox settings; the defaults by default.

@@ -131,8 +131,8 @@ class TwinPrior:
     # that the twin sits on a segment whose name says "busy" (where accepted causes sit) and
     # only this account's rows show it is quiet. Without it the quiet segment was nearly always
     # the tablet (0.15 of mobile's typical volume), which no accepted cause targets: on a dry
-    # run of ads_test 11 of 11 large raises on the alerted campaign in other causes' cost
-    # alerts and 0 of 19 BID_MODIFIER_CHANGE's named a tablet (docs/audit.md section 8).
+    # run of ads_test 9 of the 11 large raises on the alerted campaign in other causes' cost
+    # alerts were on the tablet (docs/audit.md section 8).
     quiet_typical: float = 0.0
 
 

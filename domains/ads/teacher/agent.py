@@ -197,9 +197,8 @@ class InvestigatorAgent(Agent):
                 needed = self._owed(top, state, scans, page)
             return needed[int(rng.integers(len(needed)))] if needed else None
         near = [c for c in candidates if gains[c] >= (1 - TIE) * best]
-        pick = near[
-            int(rng.integers(len(near)))
-        ]  # drawn in the opening too: rng's later draws stay
+        # Drawn in the opening too, so that rng's later draws are the same as without it.
+        pick = near[int(rng.integers(len(near)))]
         if opening is not None:
             wide = [c for c in candidates if gains[c] >= OPEN_TIE * best]
             pick = wide[int(opening.integers(len(wide)))]
