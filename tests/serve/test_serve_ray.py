@@ -206,7 +206,9 @@ def test_killed_actor_sessions_continue_elsewhere_with_state_replayed(run, host,
         first_recovery = time.perf_counter() - started
         assert out["observation"].strip() == "42"  # the namespace was rebuilt by replay
         assert out["info"] == {"tool_calls": 2, "turns": 2}  # and so were the budgets
-        assert host.where(a) != owner
+        # on a live actor: another slot's, or the owner slot's replacement when it was ready
+        # first (the full suite on a loaded 2-core machine saw the latter once, 2026-12-07)
+        assert pid_of(host, host.where(a)) != killed_pid
 
         # the other session of the dead actor is rebuilt on its next call
         out_b = await host.step(b, python("print(y)"))
