@@ -260,6 +260,35 @@ class SandboxProcess:
         """Host PIDs of the launcher and every process below it (for memory accounting)."""
         return process_tree(self.proc.pid)
 
+    async def reap_strays(self, keep: int, wait: float = 2.0) -> list[int]:
+        """Kill, from the host, every process below the sandbox's init except the one whose PID
+        in the sandbox is ``keep`` (the process that answered the call), and wait up to
+        ``wait`` seconds until they have stopped running (a killed busy loop still ran when the
+        next call listed the sandbox's processes, on a loaded machine); returns their host PIDs.
+
+        The worker reaps what a call started from inside (``python_worker``), but agent code
+        can switch that off (patch ``os.kill``): spinning children then outlived the call and
+        held memory across calls. Here nothing in the sandbox can stop it. ``keep`` comes from
+        the worker's reply, which agent code can forge: naming another process only gets the
+        REPL killed, and its sandbox ends with it (the init exits when the REPL dies).
+        """
+        if not self.launcher.sandboxed:
+            return []
+        init = next((p for p in process_tree(self.proc.pid) if namespace_pid(p) == 1), None)
+        if init is None:
+            return []
+        killed = []
+        for pid in process_tree(init)[1:]:
+            if namespace_pid(pid) in (keep, None):
+                continue
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+        deadline = time.monotonic() + wait
+        while any(map(running, killed)) and time.monotonic() < deadline:
+            await asyncio.sleep(0.002)
+        return killed
+
     def memory_pss(self) -> int:
         """Proportional set size (bytes) of the worker's process tree: shared pages split."""
         total = 0
@@ -428,6 +457,26 @@ def process_tree(root: int) -> list[int]:
         out.append(pid)
         todo.extend(children(pid))
     return out
+
+
+def namespace_pid(pid: int) -> int | None:
+    """``pid``'s PID in its innermost PID namespace (the last ``NSpid`` of /proc; None if it is
+    gone or unreadable)."""
+    with contextlib.suppress(OSError, ValueError), open(f"/proc/{pid}/status") as handle:
+        for line in handle:
+            if line.startswith("NSpid:"):
+                return int(line.split()[-1])
+    return None
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` exists and is not a zombie (a killed process that has stopped running but
+    waits for its parent to collect it)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def kill_sandbox(proc: asyncio.subprocess.Process) -> None:

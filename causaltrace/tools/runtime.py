@@ -399,6 +399,7 @@ class EpisodeTools:
                 if worker is not None:
                     self._background(worker.close())
                 raise
+            await worker.reap_strays(untrusted.count(reply, "pid"))
             if reply.get("ok") is not True:
                 return f"Error: {untrusted.text(reply, 'error') or 'the python worker failed'}"
             return self._render(reply)

@@ -150,6 +150,9 @@ def serve(channel: Channel, ready: Callable[[], dict], handlers: dict[str, Handl
             except Exception as exc:
                 response = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
         response["id"] = request.get("id")
+        # Which process answered (its PID in the sandbox): the host keeps it and kills every
+        # other process below the sandbox's init after a call (pool.SandboxProcess.reap_strays).
+        response["pid"] = os.getpid()
         try:
             channel.send(response)
         except (OSError, ValueError):

@@ -10,6 +10,7 @@ failure, with the reason.
 from __future__ import annotations
 
 import ast
+import json
 import os
 import shutil
 import time
@@ -20,6 +21,7 @@ from _tools_support import make_episode, tools_config
 
 from causaltrace.tools import SyncToolRuntime
 from causaltrace.tools.config import SandboxError, SandboxUnavailableError, ToolConfig
+from causaltrace.tools.pool import running
 from causaltrace.tools.sandbox import UnshareLauncher, select_launcher
 
 TOOLS = {
@@ -261,6 +263,38 @@ def test_d7_threads_and_children_stop_when_the_call_returns(runtime, episode_dir
         assert out == "2"
 
 
+# Issue 42 item 3: the worker's own reaper runs in the process agent code controls.
+DISARM_AND_SPIN = """
+import os, subprocess
+os.kill = lambda *args, **kwargs: None  # the in-sandbox reaper now kills nothing
+subprocess.Popen(["sh", "-c", "while true; do :; done"])  # a child of the REPL
+subprocess.Popen(["sh", "-c", "(while true; do :; done) &"])  # an orphan: the init adopts it
+"""
+RUNNING = """
+import os
+def state(p):
+    with open(f"/proc/{p}/stat") as handle:
+        return handle.read().rsplit(")", 1)[1].split()[0]
+print(sorted(int(p) for p in os.listdir("/proc") if p.isdigit() and state(p) != "Z"))
+"""
+
+
+def test_processes_a_call_starts_die_even_with_the_reaper_disarmed(runtime, episode_dir):
+    """Agent code that patches ``os.kill`` switches off the worker's own after-call reaper;
+    spinning children then outlived the call (1.5-2.3 CPU-s per 8 s, 2.3-2.9 GB held across
+    calls in the outside review). The host reaps from outside after every call
+    (``SandboxProcess.reap_strays``): the next call sees only the sandbox's init and the REPL
+    running, the busy children and the orphan gone, and the namespace still works."""
+    with runtime.episode(episode_dir) as tools:
+        assert tools.python("x = 41") == "(no output)"
+        tools.python(DISARM_AND_SPIN)
+        running = json.loads(tools.python(RUNNING))
+        me = int(tools.python("import os; os.getpid()"))
+        assert running == sorted({1, me}), running
+        assert tools.python("x + 1") == "42"  # the namespace survived the reap
+        assert tools.tools.restarts == 0
+
+
 def test_a_timed_out_sandbox_leaves_no_process_behind(runtime, episode_dir):
     """A busy loop that hits the time limit is killed with its whole sandbox: no process of the
     old sandbox survives on the host (the worker is its PID namespace's init, so killing only
@@ -285,13 +319,7 @@ def test_a_timed_out_sandbox_leaves_no_process_behind(runtime, episode_dir):
         assert tools.python("print(2)") == "2"  # the episode goes on in a new sandbox
 
 
-def _running(pid: int) -> bool:
-    """Whether ``pid`` exists and is not a zombie waiting to be reaped."""
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+_running = running  # whether a host PID exists and is not a zombie (pool.running)
 
 
 # -- D8: builtins ---------------------------------------------------------------------------------

@@ -159,7 +159,9 @@ def test_a_worker_serves_one_episode_then_dies(runtime, episode_dir):
         "ok": False,
         "error": "this worker already serves an episode",
         "id": reply["id"],
+        "pid": reply["pid"],  # the answering process, which the host keeps when it reaps
     }
+    assert isinstance(reply["pid"], int) and reply["pid"] > 0
     tools.close()
     assert worker.proc.returncode is not None
     assert not slot.exists()
