@@ -183,6 +183,10 @@ def _json_response(
     )
 
 
+# The routes both guards let through without the token.
+PUBLIC_ROUTES = frozenset({("GET", "/health")})
+
+
 def bearer_refusal(scope: Mapping[str, Any], token: bytes) -> tuple[str, str] | None:
     """Why an ASGI request's (or WebSocket handshake's) ``Authorization`` header does not carry
     ``token``, as (RFC 6750 error code, text); None: it does. Compared in constant time."""
@@ -220,7 +224,7 @@ class TokenGuard:
         token: The bearer token.
     """
 
-    PUBLIC = frozenset({("GET", "/health")})
+    PUBLIC = PUBLIC_ROUTES
 
     def __init__(self, app: Any, *, token: str):
         if not token:
@@ -253,7 +257,7 @@ class RequestGuard:
         body_timeout: Seconds from the head to the end of the body.
     """
 
-    PUBLIC = frozenset({("GET", "/health")})
+    PUBLIC = PUBLIC_ROUTES
 
     def __init__(self, app: Any, *, token: str, max_body_bytes: int, body_timeout: float):
         if not token:

@@ -313,13 +313,10 @@ def test_a_timed_out_sandbox_leaves_no_process_behind(runtime, episode_dir):
         deadline = time.monotonic() + 10.0
         alive = before
         while alive and time.monotonic() < deadline:
-            alive = [p for p in before if _running(p)]
+            alive = [p for p in before if running(p)]
             time.sleep(0.1)
         assert alive == [], f"processes of the killed sandbox still running: {alive}"
         assert tools.python("print(2)") == "2"  # the episode goes on in a new sandbox
-
-
-_running = running  # whether a host PID exists and is not a zombie (pool.running)
 
 
 # -- D8: builtins ---------------------------------------------------------------------------------
