@@ -15,6 +15,8 @@
 #   CAUSALTRACE_NONROOT_DIR   where the venv and the user's scratch space go
 #                             (default /opt/causaltrace-nonroot)
 #   CAUSALTRACE_NONROOT_DATASET  the bench's dataset (default data/ads_test)
+#   CAUSALTRACE_NONROOT_TESTS    the test files to run (default the three above; the suite's
+#                                tests/tools/test_security_as_a_normal_user.py runs the first)
 set -eu
 cd "$(dirname "$0")/.."
 
@@ -23,7 +25,7 @@ if [ "${1:-}" = "--no-bench" ]; then
   bench=0
   shift
 fi
-tests="tests/tools/test_tools_security.py tests/tools/test_sandbox_isolation.py tests/tools/test_tools_fork_server.py"
+tests=${CAUSALTRACE_NONROOT_TESTS:-"tests/tools/test_tools_security.py tests/tools/test_sandbox_isolation.py tests/tools/test_tools_fork_server.py"}
 dataset=${CAUSALTRACE_NONROOT_DATASET:-data/ads_test}
 
 if [ "$(id -u)" -ne 0 ]; then

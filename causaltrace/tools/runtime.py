@@ -29,7 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from causaltrace.core import untrusted
-from causaltrace.tools.config import SandboxError, SandboxUnavailableError, ToolConfig, ToolError
+from causaltrace.tools.config import (
+    GiB,
+    SandboxError,
+    SandboxUnavailableError,
+    ToolConfig,
+    ToolError,
+)
 from causaltrace.tools.episode_data import EpisodeData
 from causaltrace.tools.fork_keeper import ForkServerKeeper
 from causaltrace.tools.forking import ForkServer
@@ -381,6 +387,8 @@ class EpisodeTools:
         async with self._python_lock:
             timeout = self.config.python_timeout
             worker = await self._python_worker()
+            limit = self.config.memory_bytes
+            guard = asyncio.get_running_loop().create_task(worker.hold_memory(limit))
             try:
                 reply = await worker.request({"op": "exec", "code": code}, timeout)
             except TimeoutError:
@@ -389,6 +397,12 @@ class EpisodeTools:
                     "was stopped."
                 )
             except WorkerDied as exc:
+                if worker.memory_exceeded is not None:
+                    return await self._restart(
+                        f"Error: the code's processes held {worker.memory_exceeded / GiB:.2f} GiB "
+                        f"of memory together, over the sandbox's {limit / GiB:.2f} GiB "
+                        "(memory_bytes, counted over every process it runs), and were stopped."
+                    )
                 return await self._restart(
                     f"Error: the Python process stopped while running this code ({exc.reason})."
                 )
@@ -399,6 +413,8 @@ class EpisodeTools:
                 if worker is not None:
                     self._background(worker.close())
                 raise
+            finally:
+                guard.cancel()
             await worker.reap_strays(untrusted.count(reply, "pid"))
             if reply.get("ok") is not True:
                 return f"Error: {untrusted.text(reply, 'error') or 'the python worker failed'}"

@@ -433,6 +433,44 @@ def test_growing_allocation_ends_in_memory_error(kind, episode_dir):
         assert tools.python("del x\norders.shape") == "(400, 5)"
 
 
+# Issue 42 item 3: each process is held to RLIMIT_DATA alone, but a call may start many.
+FORKED_HOARD = """
+import os, time
+for _ in range(4):
+    if os.fork() == 0:
+        hoard = b"\\x01" * (300 << 20)  # 300 MiB written: under the per-process limit
+        time.sleep(60)
+        os._exit(0)
+time.sleep(60)
+"""
+
+
+def test_memory_is_counted_over_every_process_a_call_starts(kind, episode_dir):
+    """Four forks of 300 MiB each stay under a 512 MiB per-process limit but hold 1.2 GiB
+    together; the host reads the sandbox's processes together (``hold_memory``) and stops them
+    long before the 20 s time limit, with a message that names memory, and the episode goes on."""
+    config = tools_config(kind=kind, warm_workers=0, memory_bytes=512 << 20, python_timeout=20)
+    with SyncToolRuntime(config) as rt, rt.episode(episode_dir) as tools:
+        assert tools.python("orders.shape") == "(400, 5)"
+        out = tools.python(FORKED_HOARD)
+        assert "of memory together, over the sandbox's 0.50 GiB" in out, out
+        assert "time limit" not in out, out
+        assert tools.tools.restarts == 1
+        assert tools.python("orders.shape") == "(400, 5)"  # a new sandbox serves the episode
+
+
+def test_one_process_under_the_limit_is_not_stopped(kind, episode_dir):
+    """The tree count does not bite a call that stays under the limit with its forks: two
+    children of 100 MiB each beside the REPL, under 512 MiB together, run to the end."""
+    config = tools_config(kind=kind, warm_workers=0, memory_bytes=512 << 20, python_timeout=20)
+    code = FORKED_HOARD.replace("range(4)", "range(2)").replace("300 << 20", "100 << 20")
+    code = code.replace("time.sleep(60)", "time.sleep(1)")
+    code += "print(os.waitpid(-1, 0)[1], os.waitpid(-1, 0)[1])"
+    with SyncToolRuntime(config) as rt, rt.episode(episode_dir) as tools:
+        assert tools.python(code) == "0 0"
+        assert tools.tools.restarts == 0
+
+
 # -- host settings --------------------------------------------------------------------------------
 def test_the_unshare_launcher_never_writes_host_settings(tmp_path):
     """Structurally: the setup script writes /proc/sys only in a user namespace it made."""
