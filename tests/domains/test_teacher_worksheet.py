@@ -8,6 +8,7 @@ does (same answers, same number of calls).
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import contextlib
 import io
@@ -86,6 +87,49 @@ def test_the_row_computes_what_the_host_computes(seed):
                     assert probe.statistic(c, mine, inside, lambda lab, f=inside: not f(lab)) == (
                         stat
                     )
+
+
+@pytest.mark.parametrize("order", [(0, 1, 2, 3), (3, 2, 1, 0), (2, 0)])
+def test_each_cell_defines_what_it_calls_and_nothing_twice(order):
+    """A row defines the worksheet as it goes (``notebook_cell``): run in a namespace that holds
+    only the tables, in any order, each cell prints what the same lines print after the whole
+    bundle; no definition is written twice in a row, and a footprint the row never scans is
+    never written."""
+    from causaltrace.episodes.sampling import EpisodeSpec, build_visible
+
+    domain = load_domain("ads", {"preset": "small"})
+    tables, prompt = build_visible(domain, EpisodeSpec("w-0", "w", 0, 3, "INVALID_TRAFFIC", 1))
+    frames = {name: pd.DataFrame(frame) for name, frame in tables.items()}
+    sql = Sql(parse_page(prompt).windows, np.random.default_rng(0))
+    probes = [
+        (SiteScan(), sql.site()),
+        (CreativeScan(), sql.creatives()),
+        (InvalidScan(), sql.invalid()),
+        (PlacementScan(), sql.placements()),
+    ]
+    whole, row = _bundle(), {"__name__": "__main__", **frames}
+    whole.update(frames)  # the bundle's functions read their own namespace
+    defined, written = frozenset(), []
+    for i in order:
+        probe, query = probes[i]
+        lines = f'rows = q(r"""\n{query}\n""")\nscan(rows, "{probe.name}", 12)'
+        cell, defined = worksheet.notebook_cell(lines, defined)
+        assert cell.endswith(lines)
+        written += [n.name for n in ast.parse(cell).body if isinstance(n, ast.FunctionDef)]
+        outputs = []
+        for namespace, code in ((row, cell), (whole, lines)):
+            printed = io.StringIO()
+            with contextlib.redirect_stdout(printed):
+                exec(compile(code, "<cell>", "exec"), namespace)
+            outputs.append(printed.getvalue())
+        assert outputs[0] == outputs[1] and "z needed" in outputs[0], probe.name
+    assert len(written) == len(set(written)), sorted(n for n in written if written.count(n) > 1)
+    footprint = {"site": "site_footprint", "creatives": "fatigue_footprint",
+                 "invalid": "invalid_footprint", "placements": "placement_footprint"}  # fmt: skip
+    scanned = {probes[i][0].name for i in order}
+    unread = {f for scan, f in footprint.items() if scan not in scanned}
+    assert not unread & set(written), unread & set(written)
+    assert {footprint[s] for s in scanned} <= set(written)
 
 
 def test_shares_and_readings_print_what_the_host_narrates():

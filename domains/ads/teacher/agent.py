@@ -36,7 +36,7 @@ from causaltrace_domains.ads.teacher.signatures import (
     NO_SIGNAL,
     compatible,
 )
-from causaltrace_domains.ads.teacher.worksheet import notebook_source, share_text
+from causaltrace_domains.ads.teacher.worksheet import notebook_cell, share_text
 
 DOMINANT = 0.9
 # A second cause must also account for a quarter of a move the first leaves unexplained (its
@@ -126,10 +126,8 @@ class InvestigatorAgent(Agent):
     def _call(self, probe: Probe, query: str, belief: Belief, state: State, page: Page) -> dict:
         if not self.worksheet:
             return {"name": "sql", "arguments": {"query": query}}
-        code = probe.cell(query, belief, state, page)
-        if not state.notebook:  # the first cell defines the worksheet's functions
-            code = f"{notebook_source()}\n\n{code}"
-            state.notebook = True
+        # Each cell defines the worksheet's functions it calls that the row has not defined yet.
+        code, state.defined = notebook_cell(probe.cell(query, belief, state, page), state.defined)
         return {"name": "python", "arguments": {"code": code}}
 
     # -- deciding ------------------------------------------------------------------------------

@@ -66,7 +66,7 @@ class State:
     serving: dict[str, set[str]] = field(default_factory=dict)  # placement -> campaigns
     other_edits: list[dict[str, str]] = field(default_factory=list)
     run: set[str] = field(default_factory=set)
-    notebook: bool = False  # the worksheet's functions are defined in the python namespace
+    defined: frozenset[str] = frozenset()  # the worksheet's names the row's cells defined
 
 
 def _llr(stat: Stat | None, threshold: float) -> float:

@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import ast
 import csv
+import functools
 import inspect
 import io
 import math
 import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from causaltrace.agents.result_tables import num, parse_table
@@ -178,17 +180,17 @@ def disapproval_footprint(cause: str, rows: Rows, inside: Pred, outside: Pred) -
     )
 
 
-# A scan: the columns that name its cells, and the footprint each of its causes leaves.
-SCANS = {
-    "site": (
-        ("device", "browser_os", "geo"),
-        {"TRACKING_OUTAGE": site_footprint, "LANDING_PAGE_BREAK": site_footprint},
-    ),
-    "creatives": (("creative", "device", "audience"), {"CREATIVE_FATIGUE": fatigue_footprint}),
-    "invalid": (("placement", "geo"), {"INVALID_TRAFFIC": invalid_footprint}),
-    "placements": (("campaign", "placement"), {"PLACEMENT_SHIFT": placement_footprint}),
-    "ad_share": (("campaign", "creative", "geo"), {"AD_DISAPPROVAL": disapproval_footprint}),
-}
+# A scan: the columns that name its cells, and the footprint each of its causes leaves. One
+# statement per scan, so that a row defines only the scans it runs (:func:`notebook_cell`).
+SCANS = {}  # scan -> (the columns that name its cells, {cause: its footprint function})
+SCANS["site"] = (
+    ("device", "browser_os", "geo"),
+    {"TRACKING_OUTAGE": site_footprint, "LANDING_PAGE_BREAK": site_footprint},
+)
+SCANS["creatives"] = (("creative", "device", "audience"), {"CREATIVE_FATIGUE": fatigue_footprint})
+SCANS["invalid"] = (("placement", "geo"), {"INVALID_TRAFFIC": invalid_footprint})
+SCANS["placements"] = (("campaign", "placement"), {"PLACEMENT_SHIFT": placement_footprint})
+SCANS["ad_share"] = (("campaign", "creative", "geo"), {"AD_DISAPPROVAL": disapproval_footprint})
 
 
 def scan_rows(scan_name: str, slice_text: str, rows: Rows) -> Rows:
@@ -594,13 +596,131 @@ def result_rows(text: str) -> list[dict[str, str]]:
 
 
 # -- shipping it -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Statement:
+    """One top-level statement of the bundle, as a cell writes it."""
+
+    source: str
+    defines: frozenset[str]
+    entry: tuple[str, str] | None  # (registry, key) of ``REGISTRY["key"] = ...``
+    reads: frozenset[str]
+
+    @property
+    def names(self) -> frozenset[str]:
+        """What the row holds once it ran: the names it binds, or its registry entry."""
+        if self.entry is None:
+            return self.defines
+        registry, key = self.entry
+        return frozenset({f"{registry}[{key!r}]"})
+
+
+_HEADER = "<imports>"
+_HEADER_STATEMENTS = 4  # the bundle's header: its imports (see notebook_source)
 _BUNDLED = (num, conditions, candidate_slices, compatible)
 # Host-only names, and type aliases (annotations are dropped in the row).
 _HOST_ONLY = {
     "notebook_source", "_compact", "_BUNDLED", "_HOST_ONLY", "Row", "Rows", "Pred", "Labels",
-    "Alert", "result_rows",
+    "Alert", "result_rows", "Statement", "_HEADER", "_HEADER_STATEMENTS", "_statements",
+    "_defined_by", "notebook_cell", "_free_names", "_bound_in",
     "account_sentences", "demand_sentences", "_share_list", "_points", "_z",
 }  # fmt: skip
+
+
+@functools.cache
+def _statements() -> tuple[Statement, ...]:
+    """The bundle as top-level statements, each with what it defines and what it reads."""
+    out = []
+    for i, node in enumerate(ast.parse(notebook_source()).body):
+        defines, entry = _defined_by(node)
+        reads = _free_names(node) - defines
+        if i < _HEADER_STATEMENTS:
+            defines = {_HEADER}  # the imports come with the row's first cell
+        out.append(Statement(ast.unparse(node), frozenset(defines), entry, frozenset(reads)))
+    return tuple(out)
+
+
+def _free_names(node: ast.AST, bound: frozenset[str] = frozenset()) -> set[str]:
+    """The global names ``node`` reads: a function's parameters and the names its body binds
+    are its own (a local ``shares`` is not the function ``shares``); defaults and decorators
+    are read in the enclosing scope."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        args = node.args
+        params = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
+        params |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
+        body = [node.body] if isinstance(node, ast.Lambda) else node.body
+        outer = [*args.defaults, *(d for d in args.kw_defaults if d is not None)]
+        outer += getattr(node, "decorator_list", [])
+        inner = bound | params | _bound_in(body)
+        free = set().union(*(_free_names(d, bound) for d in outer))
+        return free.union(*(_free_names(stmt, inner) for stmt in body))
+    if isinstance(node, ast.Name):
+        return {node.id} if isinstance(node.ctx, ast.Load) and node.id not in bound else set()
+    return set().union(*(_free_names(child, bound) for child in ast.iter_child_nodes(node)))
+
+
+def _bound_in(body: Sequence[ast.AST]) -> frozenset[str]:
+    """Names a function body binds in its own scope (not inside functions it defines)."""
+    out, todo = set(), list(body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            out.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(node.name)
+            continue
+        elif isinstance(node, ast.Lambda):
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+    return frozenset(out)
+
+
+def _defined_by(node: ast.stmt) -> tuple[set[str], tuple[str, str] | None]:
+    """The names a top-level statement binds, and for ``REGISTRY["key"] = ...`` the entry."""
+    if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+        return {node.name}, None
+    targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+    names, entry = set(), None
+    for target in targets:
+        if isinstance(target, ast.Name):
+            names.add(target.id)
+        elif (
+            isinstance(target, ast.Subscript)
+            and isinstance(target.value, ast.Name)
+            and isinstance(target.slice, ast.Constant)
+        ):
+            entry = (target.value.id, str(target.slice.value))
+    return names, entry
+
+
+def notebook_cell(code: str, defined: frozenset[str] = frozenset()) -> tuple[str, frozenset[str]]:
+    """``code`` preceded by the worksheet's definitions it needs that the row has not made yet
+    (``defined``: what earlier cells defined), and what the row has defined after it.
+
+    A row is imitated token by token: defining all of the worksheet in the first call (about
+    6,800 tokens) taught a model to recite code it never runs. Each cell instead defines what
+    it calls, and what that calls, in the module's order, before its own lines. A registry
+    entry (``SCANS["site"] = ...``) is defined when the cell names its key (``scan(rows,
+    "site", 5)``), since the lookup is by string."""
+    tree = ast.parse(code)
+    need = _free_names(tree) | {_HEADER}
+    keys = {str(n.value) for n in ast.walk(tree) if isinstance(n, ast.Constant)}
+    statements = _statements()
+    chosen: set[int] = set()
+    grew = True
+    while grew:  # what the cell calls, and what that calls, defined before or not
+        grew = False
+        for i, st in enumerate(statements):
+            if i not in chosen and (
+                st.defines & need
+                if st.entry is None
+                else st.entry[0] in need and st.entry[1] in keys
+            ):
+                chosen.add(i)
+                need |= st.reads
+                grew = True
+    made = [st for i, st in enumerate(statements) if i in chosen and not st.names <= defined]
+    now = defined.union(*(st.names for st in made))
+    return "\n".join([*(st.source for st in made), code]), now
 
 
 def notebook_source() -> str:
