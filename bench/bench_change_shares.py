@@ -20,7 +20,7 @@ import argparse
 import time
 
 from causaltrace import load_domain
-from causaltrace.datasets.generation import accept_episode
+from causaltrace.episodes.acceptance import accept_episode
 from causaltrace.episodes.change_shares import attribute_changes
 from causaltrace.episodes.composition import assignments
 from causaltrace.episodes.sampling import EpisodeSpec, episode_id

@@ -25,7 +25,7 @@ from pathlib import Path
 PROBE = """
 import json, sys, time
 t0 = time.perf_counter()
-from causaltrace.datasets import generation
+from causaltrace.episodes.acceptance import accept_episode
 from causaltrace.datasets.generation import Job
 from causaltrace.episodes.composition import assignments
 from causaltrace.episodes.sampling import EpisodeSpec
@@ -40,7 +40,7 @@ rows = []
 for i, a in enumerate(plan):
     spec = EpisodeSpec(f"smoke-{i:06d}", "smoke", i, 7, a.cause, a.slice_order, also=a.also)
     t = time.perf_counter()
-    _, verdicts = generation.accept_episode(domain, spec, job.verifier, 400)
+    _, verdicts = accept_episode(domain, spec, job.verifier, 400)
     rows.append({"seconds": time.perf_counter() - t, "attempts": len(verdicts)})
 print(json.dumps({"startup": start, "episodes": rows}))
 """

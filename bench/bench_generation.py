@@ -25,10 +25,10 @@ from typing import ClassVar
 
 from causaltrace import load_domain
 from causaltrace.core.seeds import episode_streams
-from causaltrace.datasets import generation
 from causaltrace.datasets.generation import Job
 from causaltrace.datasets.reading import dataset_domain, find_spec, open_episode
 from causaltrace.datasets.storage import read_episode_tables, write_episode_dir
+from causaltrace.episodes import acceptance
 from causaltrace.episodes.composition import assignments
 from causaltrace.episodes.sampling import EpisodeSpec, build_visible
 
@@ -48,7 +48,7 @@ STAGES = (
 
 class StageClock:
     """Wall time per stage of :func:`accept_episode`, by wrapping the functions it calls in
-    :mod:`causaltrace.datasets.generation` (the real loop runs, unchanged)."""
+    :mod:`causaltrace.episodes.acceptance` (the real loop runs, unchanged)."""
 
     NAMES: ClassVar[dict[str, str]] = {
         "simulate_attempt": "simulate",
@@ -66,7 +66,7 @@ class StageClock:
 
     def __enter__(self):
         for name, stage in self.NAMES.items():
-            original = getattr(generation, name)
+            original = getattr(acceptance, name)
             self.saved[name] = original
 
             def timed(*args, _original=original, _stage=stage, **kwargs):
@@ -76,12 +76,12 @@ class StageClock:
                 finally:
                     self.seconds[_stage] += time.perf_counter() - t
 
-            setattr(generation, name, timed)
+            setattr(acceptance, name, timed)
         return self
 
     def __exit__(self, *exc):
         for name, original in self.saved.items():
-            setattr(generation, name, original)
+            setattr(acceptance, name, original)
 
 
 def episode_costs(domain, preset: str, n: int) -> dict[str, float]:
@@ -109,7 +109,7 @@ def episode_costs(domain, preset: str, n: int) -> dict[str, float]:
                 plan[index].slice_order, also=plan[index].also,
             )  # fmt: skip
             t = time.perf_counter()
-            episode, verdicts = generation.accept_episode(domain, spec, job.verifier, 400)
+            episode, verdicts = acceptance.accept_episode(domain, spec, job.verifier, 400)
             whole += time.perf_counter() - t
             attempts += len(verdicts)
             interventions = tuple(episode.worlds.interventions)

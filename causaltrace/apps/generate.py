@@ -27,16 +27,15 @@ from causaltrace.apps.configs import CONFIG_PATH, register_search_path
 from causaltrace.apps.errors import run_hydra_app, run_task
 from causaltrace.apps.schema import GenerateConfig, options
 from causaltrace.datasets.generation import (
-    Job,
     acceptance_report,
-    check_existing,
-    describe_generator,
     manifest_content,
     pending_shards,
     run,
     write_manifest,
 )
+from causaltrace.datasets.job import Job
 from causaltrace.datasets.ray_executor import generate_with_ray
+from causaltrace.datasets.split_check import check_existing, describe_generator
 
 
 def generate(cfg: DictConfig) -> dict:

@@ -11,7 +11,7 @@ the files all the same).
 The generator fingerprint the manifest also states (a hash of the generator's source) is
 provenance only: a refactor changes it without changing a byte of the episodes, and generation
 accepts a split recorded with another fingerprint when a sample of its episodes regenerates
-byte for byte (:func:`causaltrace.datasets.generation.check_existing`).
+byte for byte (:func:`causaltrace.datasets.split_check.check_existing`).
 
 Every per-episode checksum is the sha256 of the episode's row in the JSON Lines form the shard
 files use (one sorted-key JSON line), so that a regenerated episode is compared with the stored

@@ -13,7 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from causaltrace.datasets.generation import Job, check_existing, run
+from causaltrace.datasets.generation import run
+from causaltrace.datasets.job import Job
+from causaltrace.datasets.split_check import check_existing
 from causaltrace.errors import CausalTraceError
 
 
@@ -33,7 +35,7 @@ def generate_with_ray(
     """Run ``num_workers`` generation workers as Ray tasks and wait for all of them.
 
     What the dataset directory holds is checked once, here, before any task starts
-    (:func:`~causaltrace.datasets.generation.check_existing`), unless the caller has
+    (:func:`~causaltrace.datasets.split_check.check_existing`), unless the caller has
     (``checked=True``)."""
     if not checked:
         check_existing(Job.from_config(config))

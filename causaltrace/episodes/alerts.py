@@ -6,7 +6,7 @@ Every episode's prompt says a monitoring rule fired. A domain with a monitor (a
 reports every ``(kpi, scope)`` reading of that rule as an :class:`AlertReading`; the engine reads the same rule on the factual tables
 and on the counterfactual world's, so it can tell how much of the alerted move the cause made
 (:func:`explain_alert`). The verifier uses that to reject episodes whose alert the cause does
-not explain (``causaltrace.datasets.generation.verify_episode``).
+not explain (``causaltrace.episodes.acceptance.verify_episode``).
 """
 
 from __future__ import annotations

@@ -196,7 +196,7 @@ class Domain(ABC):
     def __init__(self, config: Mapping[str, Any] | None = None):
         config = dict(config or {})
         self.difficulty = Difficulty.from_mapping(config.pop("difficulty", None))
-        # Set by the engine (generation.Job) when the dataset's composition has concurrent
+        # Set by the engine (datasets.job.Job) when the dataset's composition has concurrent
         # episodes: then every prompt says that one or more causes may be at work.
         self.concurrent = bool(config.pop("concurrent", False))
         unknown = sorted(set(self.difficulty.domain) - set(self.difficulty_knobs))

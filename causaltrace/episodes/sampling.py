@@ -104,7 +104,7 @@ class Episode:
 def episode_id(split: str, index: int, domain: str | None = None) -> str:
     """Public episode id: where the episode comes from and its index, nothing about the cause.
 
-    With ``domain`` (a dataset's own ids, :class:`~causaltrace.datasets.generation.DatasetSettings`
+    With ``domain`` (a dataset's own ids, :class:`~causaltrace.datasets.job.DatasetSettings`
     ``id_scheme="dataset"``), ``split`` is the dataset's name and the id names the domain too,
     so that ids are unique across every split and domain: ``ads_test-000012`` (a name that
     starts with its domain's name is not prefixed again), ``example-smoke-000012`` otherwise.
@@ -320,7 +320,7 @@ def make_label(
     """The oracle label: cause, group, slice, onset, strength and counterfactual KPI effects;
     ``extra["alert"]`` records how much of the alert the cause explains (None without one) and
     ``extra["difficulty"]`` the domain's difficulty knobs and where the draw fell (generation
-    adds what the verifier and the oracle measured, :func:`causaltrace.datasets.generation.accept_episode`).
+    adds what the verifier and the oracle measured, :func:`causaltrace.episodes.acceptance.accept_episode`).
     A concurrent episode's further causes are the label's ``also``; every effect is then the
     causes' together (factual with all of them against the counterfactual with none).
 

@@ -19,8 +19,8 @@ from collections import defaultdict
 
 import numpy as np
 
-from causaltrace.datasets.generation import verify_episode
 from causaltrace.datasets.reading import dataset_domain, load_index, rebuild_episode
+from causaltrace.episodes.acceptance import verify_episode
 from causaltrace.episodes.sampling import EpisodeSpec, build_episode
 from causaltrace.episodes.verify import VerifierConfig, fires, scan_stats, scan_threshold
 

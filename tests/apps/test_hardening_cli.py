@@ -145,7 +145,7 @@ def _half_done_copy(finished, tmp_path, monkeypatch):
     job = Job.from_config({"out_dir": str(out), **config})
     real = json_load(finished / "manifest.json")["generator"]
     monkeypatch.setattr(
-        "causaltrace.datasets.generation.generator_fingerprint",
+        "causaltrace.datasets.job.generator_fingerprint",
         lambda name: {**real, "code_sha256": "0" * 64},
     )
     return out, job
@@ -178,17 +178,17 @@ def test_a_changed_generator_that_rebuilds_the_same_episodes_resumes(
 def test_a_changed_generator_that_rebuilds_differently_refuses(finished, tmp_path, monkeypatch):
     from dataclasses import replace
 
-    from causaltrace.datasets import generation
-    from causaltrace.datasets.generation import DatasetMismatchError
+    from causaltrace.datasets import split_check
+    from causaltrace.datasets.job import DatasetMismatchError
 
     out, job = _half_done_copy(finished, tmp_path, monkeypatch)
-    real = generation.build_episode
+    real = split_check.build_episode
 
     def shifted(domain, spec, *args, **kwargs):  # a generator whose labels moved by a day
         episode = real(domain, spec, *args, **kwargs)
         return replace(episode, label=replace(episode.label, onset=episode.label.onset + 1))
 
-    monkeypatch.setattr(generation, "build_episode", shifted)
+    monkeypatch.setattr(split_check, "build_episode", shifted)
     with pytest.raises(
         DatasetMismatchError, match=r"rebuilds its episodes differently \(.*its label"
     ):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from causaltrace import InterventionDraw, Slice, Window, load_domain, raised_alert
-from causaltrace.datasets.generation import verify_episode
+from causaltrace.episodes.acceptance import verify_episode
 from causaltrace.episodes.sampling import EpisodeSpec, build_episode
 from causaltrace.episodes.verify import VerifierConfig
 

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from causaltrace import available_domains, load_domain
-from causaltrace.datasets.generation import verify_episode
+from causaltrace.episodes.acceptance import verify_episode
 from causaltrace.episodes.sampling import EpisodeSpec, build_episode
 from causaltrace.episodes.verify import VerifierConfig
 from causaltrace_domains.services.alert import monitor_readings

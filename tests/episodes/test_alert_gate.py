@@ -35,9 +35,10 @@ from causaltrace import (
     explain_alert,
     raised_alert,
 )
-from causaltrace.datasets.generation import Job, acceptance_report, run, verify_episode
+from causaltrace.datasets.generation import Job, acceptance_report, run
 from causaltrace.datasets.reading import load_labels
 from causaltrace.datasets.storage import DatasetLayout
+from causaltrace.episodes.acceptance import verify_episode
 from causaltrace.episodes.sampling import EpisodeSpec, build_episode, build_visible
 from causaltrace.episodes.verify import VerifierConfig, verify, verify_alert
 from causaltrace_domains.example import ExampleDomain

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from causaltrace import BackgroundChange, Scale, Window, load_domain
-from causaltrace.datasets.generation import check_change_shares
+from causaltrace.episodes.acceptance import check_change_shares
 from causaltrace.episodes.change_shares import (
     attribute_changes,
     shapley_exact,

@@ -236,7 +236,7 @@ def _ads_tier_difficulty(tier: str):
     """The ads domain's difficulty as the committed tier config sets it."""
     from omegaconf import OmegaConf
 
-    from causaltrace.datasets.generation import DatasetSettings
+    from causaltrace.datasets.job import DatasetSettings
     from causaltrace_domains.ads import conf
 
     path = os.path.join(os.path.dirname(conf.__file__), "dataset", f"ads_{tier}.yaml")

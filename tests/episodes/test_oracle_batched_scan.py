@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from causaltrace import load_domain
-from causaltrace.datasets.generation import Job, accept_episode
+from causaltrace.datasets.generation import Job
+from causaltrace.episodes.acceptance import accept_episode
 from causaltrace.episodes.composition import assignments
 from causaltrace.episodes.oracle import OracleSolver
 from causaltrace.episodes.sampling import EpisodeSpec

@@ -1,5 +1,5 @@
 """Every committed split still rebuilds: a sample of its episodes (the first, the last and two
-spread evenly between, :func:`~causaltrace.datasets.generation.sample_indices`) regenerated
+spread evenly between, :func:`~causaltrace.datasets.split_check.sample_indices`) regenerated
 from the manifest's config and each episode's index alone, byte for byte (prompt, spec, label
 and statistics rows, the frozen table checksums of a materialized split, and the rebuild from
 the stored spec that reading a lazy split does).
@@ -38,7 +38,8 @@ CHECK = """
 import json, sys, time
 from causaltrace.core.files import json_load
 from causaltrace.datasets.float_math import has_baseline_vector_math
-from causaltrace.datasets.generation import Job, check_sample
+from causaltrace.datasets.job import Job
+from causaltrace.datasets.split_check import check_sample
 root = sys.argv[1]
 started = time.perf_counter()
 job = Job.from_record(root, json_load(root + "/manifest.json")["config"])

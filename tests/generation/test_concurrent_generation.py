@@ -13,9 +13,10 @@ import pandas as pd
 import pytest
 
 from causaltrace import InterventionDraw, Slice, Window, load_domain
-from causaltrace.datasets.generation import Job, run, verify_episode
+from causaltrace.datasets.generation import Job, run
 from causaltrace.datasets.reading import find_spec, load_labels
 from causaltrace.datasets.storage import DatasetLayout
+from causaltrace.episodes.acceptance import verify_episode
 from causaltrace.episodes.composition import assignments, second_causes, target_nodes
 from causaltrace.episodes.labels import OracleLabel
 from causaltrace.episodes.sampling import EpisodeSpec, build_episode, build_visible

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from causaltrace.datasets.generation import DatasetSettings, Job, run
+from causaltrace.datasets.generation import Job, run
+from causaltrace.datasets.job import DatasetSettings
 from causaltrace.datasets.storage import DatasetLayout
 from causaltrace.episodes.sampling import episode_id
 from causaltrace.errors import CausalTraceError

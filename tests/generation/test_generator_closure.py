@@ -19,7 +19,7 @@ import textwrap
 
 import pytest
 
-from causaltrace.datasets.generation import generator_fingerprint
+from causaltrace.datasets.job import generator_fingerprint
 from causaltrace.datasets.source_closure import import_closure
 
 GENERATE_AND_LIST = textwrap.dedent(
@@ -109,12 +109,12 @@ def test_engine_edits_that_shape_bytes_change_the_fingerprint(tmp_path, monkeypa
     oracle (which decides acceptance) changes it; an edit to a tool does not."""
     import shutil
 
-    from causaltrace.datasets import generation
+    from causaltrace.datasets import job
 
     copy = tmp_path / "causaltrace"
-    shutil.copytree(generation.ENGINE_ROOT, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    monkeypatch.setattr(generation, "ENGINE_ROOT", copy)
-    hashed = {p.relative_to(copy).as_posix() for p in generation.engine_generator_sources()}
+    shutil.copytree(job.ENGINE_ROOT, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(job, "ENGINE_ROOT", copy)
+    hashed = {p.relative_to(copy).as_posix() for p in job.engine_generator_sources()}
     assert {"model/simulate.py", "episodes/oracle.py", "datasets/generation.py"} <= hashed
     assert not any(p.startswith(("tools/", "env/", "agents/", "apps/")) for p in hashed)
 

@@ -19,17 +19,14 @@ from pathlib import Path
 import pytest
 
 from causaltrace.core.files import DataFileError, json_load
-from causaltrace.datasets import float_math, generation
+from causaltrace.datasets import float_math, split_check
+from causaltrace.datasets import job as job_module
 from causaltrace.datasets.content import dataset_content
 from causaltrace.datasets.float_math import portable_env, rounding_only
-from causaltrace.datasets.generation import (
-    DatasetMismatchError,
-    Job,
-    check_existing,
-    check_sample,
-    run,
-    sample_indices,
-)
+from causaltrace.datasets.generation import Job, run
+from causaltrace.datasets.job import DatasetMismatchError
+from causaltrace.datasets.split_check import check_existing, check_sample, sample_indices
+from causaltrace.episodes import acceptance
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -76,12 +73,12 @@ def copy(finished, tmp_path) -> Path:
 @pytest.fixture
 def other_generator(monkeypatch):
     """This process's generator fingerprint differs from every recorded one (a refactor)."""
-    real = generation.generator_fingerprint
+    real = job_module.generator_fingerprint
 
     def refactored(name):
         return {**real(name), "code_sha256": "f" * 64}
 
-    monkeypatch.setattr(generation, "generator_fingerprint", refactored)
+    monkeypatch.setattr(job_module, "generator_fingerprint", refactored)
 
 
 # -- the sample --------------------------------------------------------------------------------
@@ -139,7 +136,7 @@ def test_the_same_fingerprint_checks_nothing(finished, monkeypatch):
     def no_regeneration(*args, **kwargs):
         raise AssertionError("a split recorded with this generator is not regenerated")
 
-    monkeypatch.setattr(generation, "check_sample", no_regeneration)
+    monkeypatch.setattr(split_check, "check_sample", no_regeneration)
     assert check_existing(Job.from_config(_config(finished))) == []
 
 
@@ -177,14 +174,14 @@ def test_a_changed_acceptance_is_a_difference_of_the_spec(copy, other_generator,
         f"example-ex_identity-{i:06d}": find_spec(copy, f"example-ex_identity-{i:06d}").attempt
         for i in range(6)
     }
-    real = generation.verify_episode
+    real = acceptance.verify_episode
 
     def stricter(domain, episode, verifier):
         if episode.spec.attempt == accepted[episode.spec.episode_id]:
             return Verdict(False, ("stricter",), {})
         return real(domain, episode, verifier)
 
-    monkeypatch.setattr(generation, "verify_episode", stricter)
+    monkeypatch.setattr(acceptance, "verify_episode", stricter)
     check = check_sample(Job.from_config(_config(copy)))
     assert not check.reproduces and check.episodes == ("example-ex_identity-000000",)
     assert check.difference.file == "private/specs/shard-00000.jsonl"
@@ -194,7 +191,7 @@ def test_a_changed_acceptance_is_a_difference_of_the_spec(copy, other_generator,
 def test_float_rounding_is_reported_and_anything_more_is_refused(
     copy, other_generator, monkeypatch
 ):
-    real = generation.verifier_measurements
+    real = acceptance.verifier_measurements
 
     def nudged(by):
         def measurements(label, verdict, typical):
@@ -205,14 +202,14 @@ def test_float_rounding_is_reported_and_anything_more_is_refused(
 
         return measurements
 
-    monkeypatch.setattr(generation, "verifier_measurements", nudged(lambda x: math.nextafter(x, 9)))
+    monkeypatch.setattr(acceptance, "verifier_measurements", nudged(lambda x: math.nextafter(x, 9)))
     job = Job.from_config(_config(copy))
     (check,) = check_existing(job)
     assert check.reproduces and not check.byte_for_byte
     assert "private/labels/shard-00000.jsonl (1 value" in check.rounding[0]
     assert "the same but for the last bits of float values" in check.describe()
 
-    monkeypatch.setattr(generation, "verifier_measurements", nudged(lambda x: x * (1 + 1e-9)))
+    monkeypatch.setattr(acceptance, "verifier_measurements", nudged(lambda x: x * (1 + 1e-9)))
     with pytest.raises(DatasetMismatchError, match=r"private/labels/shard-00000\.jsonl: its row"):
         check_existing(job)
 

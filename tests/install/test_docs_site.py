@@ -77,7 +77,7 @@ def _first_line(obj) -> str:
         ("causaltrace", "causaltrace.load_domain"),
         ("causaltrace", "causaltrace.counterfactual_from_observations"),
         ("engine", "causaltrace.episodes.verify.Statistic"),
-        ("engine", "causaltrace.datasets.generation.Job"),
+        ("engine", "causaltrace.datasets.job.Job"),
         ("scoring", "causaltrace.scoring.CompositeReward"),
         ("scoring", "causaltrace.scoring.score_output"),
         ("env", "causaltrace.env.DiagnosisSession"),
