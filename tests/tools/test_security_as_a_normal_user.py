@@ -1,10 +1,11 @@
 """The security suite as a normal user (issue 42): CI runs as root, where the fork server's
 workers switch to random uids; a cluster that trains as a normal user runs them in user
 namespaces of their own instead (docs/tools.md), a different code path with different
-attacks open to it. As root, this runs ``tests/tools/test_tools_security.py`` (every attack
-of the outside review) through ``scripts/nonroot-check.sh``, which creates an unprivileged user
-and a venv it can read and runs pytest as that user. As a normal user the whole suite already
-runs that way, so there is nothing more to run here.
+attacks open to it. As root, this runs ``tests/tools/test_tools_security.py`` (every attack of
+the outside review) and the tests of issue 42's findings 1-3 that run agent code through
+``scripts/nonroot-check.sh``, which creates an unprivileged user and a venv it can read and runs
+pytest as that user. As a normal user the whole suite already runs that way, so there is
+nothing more to run here.
 """
 
 from __future__ import annotations
@@ -18,7 +19,19 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SUITE = "tests/tools/test_tools_security.py"
+# The outside review's attacks (test_tools_security.py) and the tests of issue 42's findings
+# 1-3 that run agent code: SQL refused by what executes (the size channel), replies a worker
+# forges, and what a call's processes leave running or hold.
+ISOLATION = "tests/tools/test_sandbox_isolation.py"
+SUITE = " ".join(
+    (
+        "tests/tools/test_tools_security.py",
+        "tests/tools/test_tools_size_channel.py",
+        "tests/tools/test_untrusted_replies.py",
+        f"{ISOLATION}::test_processes_a_call_starts_die_even_with_the_reaper_disarmed",
+        f"{ISOLATION}::test_memory_is_counted_over_every_process_a_call_starts",
+    )
+)
 
 pytestmark = pytest.mark.sandbox
 
