@@ -222,22 +222,51 @@ def ols(design: np.ndarray, y: np.ndarray, *, names: Sequence[str] = ()) -> OLSF
     """
     n, p = design.shape
     if n <= p:
-        raise CausalTraceError(f"{n} rows cannot fit {p} coefficients")
+        raise CausalTraceError(
+            f"{n} rows cannot fit {p} coefficients; {_fix(_categorical_sources(names))}"
+        )
     q, r = np.linalg.qr(design)
     diag = np.abs(np.diag(r))
     tol = diag.max() * max(n, p) * np.finfo(float).eps
     if (diag <= tol).any():
         bad = [names[i] if i < len(names) else str(i) for i in np.flatnonzero(diag <= tol)]
-        raise CausalTraceError(
-            f"the regression's columns are collinear ({', '.join(bad)} is a combination of "
-            "the others): a stratum where the treatment does not vary, or a constant column"
-        )
+        raise CausalTraceError(collinear_message(bad, p))
     coef = np.linalg.solve(r, q.T @ y)
     r_inv = np.linalg.solve(r, np.eye(p))
     xtx_inv = r_inv @ r_inv.T
     residuals = y - design @ coef
     contributions = (design @ xtx_inv) * residuals[:, None]
     return OLSFit(coef, residuals, contributions, xtx_inv, n - p)
+
+
+def collinear_message(bad: Sequence[str], n_columns: int) -> str:
+    """One line for a rank-deficient design: how many columns, the first three (shortened), the
+    categorical adjustment columns they come from, and what to change. Listing every column
+    gave a 39 KB message for a joint stratum of four categorical columns."""
+    shown = ", ".join(name if len(name) <= 60 else name[:57] + "..." for name in bad[:3])
+    if len(bad) > 3:
+        shown += f" and {len(bad) - 3} more"
+    return (
+        f"the regression's columns are collinear: {len(bad)} of {n_columns} ({shown}) are "
+        "combinations of the others, a stratum where the treatment does not vary or a constant "
+        f"column; {_fix(_categorical_sources(bad))}"
+    )
+
+
+def _categorical_sources(names: Sequence[str]) -> list[str]:
+    """The categorical columns behind indicator names (``a=1&b=2``, ``t x a=1``)."""
+    parts = (part for name in names for term in name.split(" x ") for part in term.split("&"))
+    return sorted({part.split("=", 1)[0] for part in parts if "=" in part})
+
+
+def _fix(variables: Sequence[str]) -> str:
+    if not variables:
+        return "drop a constant column, or one the others determine"
+    return (
+        f"drop or coarsen one of the categorical adjustment columns {', '.join(variables)} "
+        "(fewer strata, each holding both treatment values), or fit additive fixed effects "
+        "(interacted=False)"
+    )
 
 
 def summed_variance(

@@ -200,6 +200,32 @@ def test_no_overlap_is_named():
         ipw(frame, answer)
 
 
+@pytest.mark.parametrize(
+    ("levels", "what"),
+    [((8, 9, 10, 12), "cannot fit"), ((3, 3, 4, 5), "collinear")],
+    ids=["more-strata-than-rows", "strata-with-one-arm"],
+)
+def test_collinear_strata_are_named_in_one_short_line(levels, what):
+    """Four categorical adjustment columns make more joint strata than 600 rows can fill (or
+    strata that hold one treatment value only): issue 45's message listed every column, 39 KB.
+    Now one line: the count, at most three examples, the columns they come from, the fix."""
+    import pandas as pd
+
+    from causaltrace.structure.identification import Identification
+
+    rng = np.random.default_rng(1)
+    columns = {name: rng.integers(0, k, 600) for name, k in zip("abcd", levels)}
+    frame = pd.DataFrame({name: pd.Categorical(v) for name, v in columns.items()})
+    frame["t"] = rng.integers(0, 2, 600).astype(float)
+    frame["y"] = frame["t"] + rng.normal(size=600)
+    answer = Identification("t", "y", "backdoor", frozenset(columns), "test")
+    with pytest.raises(CausalTraceError, match=what) as raised:
+        backdoor_regression(frame, answer)
+    message = str(raised.value)
+    assert "\n" not in message and len(message) < 600, len(message)
+    assert "columns a, b, c, d" in message and "interacted=False" in message, message
+
+
 def test_frontdoor_delta_method_se_matches_the_spread_over_seeds(small_panel_module):
     """u -> x -> m -> y <- u (u hidden): front-door {m}, effect 0.8 x 1.5 = 1.2 per unit of x
     exactly (linear: every unit's effect is 1.2). Over 40 independent data sets the estimates
