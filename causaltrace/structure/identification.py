@@ -33,10 +33,15 @@ Every identified answer carries its estimand as an expression
 (:mod:`causaltrace.structure.estimands`) that :func:`causaltrace.structure.evaluation.evaluate`
 computes on a discrete joint distribution.
 
-pgmpy enumerates subsets of the observed nodes, so its cost grows as 2 to the number of
-observed nodes. Measured on the ads graph (10 observed of 41 nodes, every observed pair with a
-directed path, 25 pairs): every back-door or front-door call took under 1 s after pgmpy's
-import (which alone took 1 to 12 s on a loaded 2-core machine), so no guard is added.
+pgmpy enumerates subsets of the candidate nodes, so its cost grows as 2 to their number: on
+the ads graph (10 observed of 41 nodes, 25 pairs) every call took under 1 s after pgmpy's
+import, but on the services graph with every node observed (an exported table with the latent
+columns) one query did not return in 4 minutes. Past ``max_enumerated`` candidates
+(:data:`MAX_ENUMERATED`, 16: 65,536 subsets) nothing is enumerated: the back-door search finds
+one minimal set with networkx (``find_minimal_d_separator`` on the graph without the
+treatment's out-edges, restricted to observed non-descendants, which finds a set exactly when
+one exists), the front-door search is skipped for ID, which is complete, and the answer's
+reason names the bound and how to raise it.
 """
 
 from __future__ import annotations
@@ -61,6 +66,10 @@ from causaltrace.structure.admg import (
 from causaltrace.structure.estimands import Estimand, Probability, Product, Sum, summed
 from causaltrace.structure.id_algorithm import NotIdentifiable, id_expression, idc_expression
 from causaltrace.structure.panel import PooledDataWarning, describe, panel_graph, read_coordinates
+
+# Candidate nodes whose subsets pgmpy may enumerate (2**16 = 65,536 subsets); past it, see the
+# module docstring.
+MAX_ENUMERATED = 16
 
 __all__ = [
     "Identification",
@@ -176,6 +185,7 @@ def identify(
     *,
     given: Names = (),
     latent_edges: Sequence[tuple[str, str]] = (),
+    max_enumerated: int = MAX_ENUMERATED,
 ) -> Identification:
     """Identify ``P(outcome | do(treatment)[, given])`` on a graph alone (no SCM, no panel), or
     raise :class:`NotIdentifiable`.
@@ -191,6 +201,8 @@ def identify(
         given: Conditioning nodes for a conditional effect (IDC); none by default.
         latent_edges: Pairs of nodes with a hidden common cause (bidirected edges), so a
             confounder need not be drawn as a node.
+        max_enumerated: Candidate nodes past which no adjustment set is enumerated (module
+            docstring); the answer's reason says when it applied.
 
     Returns:
         Back-door, front-door (one treatment, one outcome, no conditioning), else ID or IDC;
@@ -201,14 +213,19 @@ def identify(
             the reason.
         GraphError: A node not in the graph, overlapping roles, or a graph that is not a DAG.
     """
-    answer = _identify_graph(graph, treatment, outcome, given, latent_edges)
+    answer = _identify_graph(graph, treatment, outcome, given, latent_edges, max_enumerated)
     if not answer.identified:
         raise NotIdentifiable(answer.reason)
     return answer
 
 
 def _identify_graph(
-    graph, treatment: Names, outcome: Names, given: Names, latent_edges
+    graph,
+    treatment: Names,
+    outcome: Names,
+    given: Names,
+    latent_edges,
+    max_enumerated: int = MAX_ENUMERATED,
 ) -> Identification:
     dag = causal_dag(graph, latent_edges)
     ts, os, zs = _roles(treatment, outcome, given)
@@ -216,7 +233,7 @@ def _identify_graph(
         for node in nodes:
             if node not in dag:
                 raise GraphError(f"{role}: the graph has no node {node!r}")
-    return _identify(dag, treatment, outcome, zs)
+    return _identify(dag, treatment, outcome, zs, max_enumerated)
 
 
 def identify_effect(
@@ -228,6 +245,7 @@ def identify_effect(
     with_panel: bool | None = None,
     pooled: bool = True,
     latent_edges: Sequence[tuple[str, str]] = (),
+    max_enumerated: int = MAX_ENUMERATED,
 ) -> Identification:
     """Identify the effect of ``treatment`` on ``outcome``: back-door, front-door, then ID.
 
@@ -255,6 +273,8 @@ def identify_effect(
         pooled: Whether the data pool units over cells and time (the default); ``False`` for
             one unit's values across worlds, where coordinates are constant and cannot confound.
         latent_edges: Bidirected edges, for a graph (see :func:`identify`).
+        max_enumerated: Candidate nodes past which no adjustment set is enumerated (see
+            :func:`identify`).
 
     Returns:
         The first criterion that applies (or ``no_effect``/``unidentified``), with its reason.
@@ -265,7 +285,7 @@ def identify_effect(
     if not isinstance(model, SCM):
         if with_panel:
             raise GraphError("with_panel needs an SCM: a graph has no panel coordinates")
-        return _identify_graph(model, treatment, outcome, given, latent_edges)
+        return _identify_graph(model, treatment, outcome, given, latent_edges, max_enumerated)
     scm = model
     ts, os, zs = _roles(treatment, outcome, given)
     for role, nodes in (("treatment", ts), ("outcome", os), ("given", zs)):
@@ -273,15 +293,15 @@ def identify_effect(
             if node not in scm.nodes:
                 raise GraphError(f"{role}: SCM {scm.name!r} has no node {node!r}")
     if with_panel:
-        return _on_panel(scm, treatment, outcome, zs, confounding=None)
-    unit = _identify(scm.graph_view(), treatment, outcome, zs)
+        return _on_panel(scm, treatment, outcome, zs, None, max_enumerated)
+    unit = _identify(scm.graph_view(), treatment, outcome, zs, max_enumerated)
     if not pooled:
         return unit
     confounding = _confounding_coordinates(scm, unit, ts, os, zs)
     if not confounding:
         return unit
     if with_panel is None:
-        return _on_panel(scm, treatment, outcome, zs, confounding)
+        return _on_panel(scm, treatment, outcome, zs, confounding, max_enumerated)
     query = f"{', '.join(ts)} -> {', '.join(os)}"
     adjust = unit.adjustment_set
     answer = unit.kind if adjust is None else f"{unit.kind}, adjusting for {_set_text(adjust)}"
@@ -328,7 +348,11 @@ def id_estimand(graph: Projection, treatment: Sequence[str], outcome: Sequence[s
 
 
 def _identify(
-    dag: nx.DiGraph, treatment: Names, outcome: Names, zs: tuple[str, ...]
+    dag: nx.DiGraph,
+    treatment: Names,
+    outcome: Names,
+    zs: tuple[str, ...],
+    max_enumerated: int = MAX_ENUMERATED,
 ) -> Identification:
     """The query on a causal DAG (``observed`` on every node); names already checked."""
     ts, os, _ = _roles(treatment, outcome, zs)
@@ -354,20 +378,30 @@ def _identify(
             f"no directed path from {_listed(ts)} to {_listed(os)}: the effect is zero",
             expression=Probability(_ordered(os, dag)),
         )
+    notes: list[str] = []
     if len(ts) == 1 and len(os) == 1 and not zs:
         (t,), (o,) = ts, os
-        for kind, finder, formula in (
-            ("backdoor", _backdoor_sets, _backdoor_formula),
-            ("frontdoor", _frontdoor_sets, _frontdoor_formula),
+        for kind, finder, candidates, formula in (
+            ("backdoor", _backdoor_sets, _backdoor_candidates, _backdoor_formula),
+            ("frontdoor", _frontdoor_sets, _frontdoor_candidates, _frontdoor_formula),
         ):
-            sets = finder(dag, t, o)
+            sets = finder(dag, t, o, max_enumerated)
+            count = len(candidates(dag, t, o))
+            bounded = count > max_enumerated
+            if bounded:
+                notes.append(_bound_note(kind, count, max_enumerated))
             if sets:
+                how = (
+                    f"{kind} criterion (one minimal set, networkx: {notes[-1]})"
+                    if bounded
+                    else f"{kind} criterion (pgmpy)"
+                )
                 return Identification(
                     t_out,
                     o_out,
                     kind,
                     sets[0],
-                    f"{kind} criterion (pgmpy)",
+                    how,
                     sets,
                     expression=formula(dag, t, o, sets[0]),
                 )
@@ -388,7 +422,8 @@ def _identify(
             o_out,
             "unidentified",
             None,
-            f"{criteria}the ID algorithm finds a hedge: {hedge} (latent nodes: {hidden})",
+            f"{criteria}the ID algorithm finds a hedge: {hedge} (latent nodes: {hidden})"
+            + (f" ({'; '.join(notes)})" if notes else ""),
             given=zs,
         )
     if zs:
@@ -400,6 +435,8 @@ def _identify(
         )
     else:
         how = "identified by the ID algorithm (do-calculus) on the latent projection"
+    if notes:
+        how += f" ({'; '.join(notes)})"
     return Identification(
         t_out,
         o_out,
@@ -437,14 +474,15 @@ def _on_panel(
     outcome: Names,
     zs: tuple[str, ...],
     confounding: tuple[str, ...] | None,
+    max_enumerated: int = MAX_ENUMERATED,
 ) -> Identification:
     """The query on the graph with the read coordinates as observed nodes."""
     graph = panel_graph(scm, "observed")
     coordinates = tuple(read_coordinates(scm))
-    answer = _identify(graph, treatment, outcome, zs)
+    answer = _identify(graph, treatment, outcome, zs, max_enumerated)
     if confounding is None:
         ts, os, _ = _roles(treatment, outcome, zs)
-        unit = _identify(scm.graph_view(), treatment, outcome, zs)
+        unit = _identify(scm.graph_view(), treatment, outcome, zs, max_enumerated)
         confounding = _confounding_coordinates(scm, unit, ts, os, zs)
     if confounding:
         why = f"panel coordinates confound it on pooled rows: {describe(scm, confounding)}"
@@ -528,7 +566,36 @@ def _is_frontdoor(dag: nx.DiGraph, t: str, o: str, m: frozenset[str]) -> bool:
 # -- pgmpy ---------------------------------------------------------------------------------
 
 
-def _backdoor_sets(dag: nx.DiGraph, treatment: str, outcome: str) -> tuple[frozenset[str], ...]:
+def _backdoor_candidates(dag: nx.DiGraph, treatment: str, outcome: str) -> set[str]:
+    """What a back-door set may hold: observed nodes that do not descend from the treatment."""
+    return set(observed_nodes(dag)) - {treatment, outcome} - nx.descendants(dag, treatment)
+
+
+def _frontdoor_candidates(dag: nx.DiGraph, treatment: str, outcome: str) -> set[str]:
+    return set(observed_nodes(dag)) - {treatment, outcome}
+
+
+def _bound_note(kind: str, candidates: int, bound: int) -> str:
+    return (
+        f"{candidates} {kind} candidate nodes are more than max_enumerated={bound} to enumerate "
+        "(pass a larger max_enumerated to identify_effect or identify for every set)"
+    )
+
+
+def _minimal_backdoor(dag: nx.DiGraph, treatment: str, outcome: str) -> tuple[frozenset[str], ...]:
+    """One minimal back-door set, without enumerating (``()`` if none exists)."""
+    g = dag.copy()
+    g.remove_edges_from(list(g.out_edges(treatment)))
+    restricted = _backdoor_candidates(dag, treatment, outcome)
+    found = nx.find_minimal_d_separator(g, {treatment}, {outcome}, restricted=restricted)
+    return () if found is None else (frozenset(found),)
+
+
+def _backdoor_sets(
+    dag: nx.DiGraph, treatment: str, outcome: str, max_enumerated: int = MAX_ENUMERATED
+) -> tuple[frozenset[str], ...]:
+    if len(_backdoor_candidates(dag, treatment, outcome)) > max_enumerated:
+        return _minimal_backdoor(dag, treatment, outcome)
     inference = _inference(dag)
     with _quiet():
         try:
@@ -538,7 +605,11 @@ def _backdoor_sets(dag: nx.DiGraph, treatment: str, outcome: str) -> tuple[froze
     return _sorted_sets(found) if found else (frozenset(),)
 
 
-def _frontdoor_sets(dag: nx.DiGraph, treatment: str, outcome: str) -> tuple[frozenset[str], ...]:
+def _frontdoor_sets(
+    dag: nx.DiGraph, treatment: str, outcome: str, max_enumerated: int = MAX_ENUMERATED
+) -> tuple[frozenset[str], ...]:
+    if len(_frontdoor_candidates(dag, treatment, outcome)) > max_enumerated:
+        return ()  # not searched: ID is complete (the caller's reason says so)
     inference = _inference(dag)
     with _quiet():
         return _sorted_sets(inference.get_all_frontdoor_adjustment_sets(treatment, outcome))

@@ -11,6 +11,7 @@ from causaltrace.structure.identification import (
     Identification,
     backdoor_adjustment_sets,
     frontdoor_adjustment_sets,
+    identify,
     identify_effect,
 )
 
@@ -102,3 +103,66 @@ def test_example_domain():
         identify_effect(scm, "visits", "nope")
     with pytest.raises(GraphError, match="'nope'"):
         frontdoor_adjustment_sets(scm, "nope", "orders")
+
+
+# -- the enumeration bound (issue 45) -------------------------------------------------------------
+def _all_observed(domain: str):
+    import networkx as nx
+
+    graph = load_domain(domain).scm.graph_view().copy()
+    nx.set_node_attributes(graph, True, "observed")  # a table with the latent columns exported
+    return graph
+
+
+@pytest.mark.parametrize(
+    ("treatment", "outcome"),
+    [("requests", "errors"), ("queue_depth", "latency_p99_ms"), ("utilisation", "errors")],
+)
+def test_past_the_bound_a_minimal_backdoor_set_is_found_without_enumerating(treatment, outcome):
+    """The services graph with every node observed: pgmpy's enumeration of every subset of the
+    candidates did not return in 4 minutes. Past ``max_enumerated`` one minimal set is found
+    (networkx) and the reason names the bound; the set is a valid back-door set (it blocks every
+    back-door path and holds no descendant of the treatment) and is minimal (no node can go)."""
+    import networkx as nx
+
+    from causaltrace.structure.identification import MAX_ENUMERATED
+
+    graph = _all_observed("services")
+    candidates = set(graph) - {treatment, outcome} - nx.descendants(graph, treatment)
+    assert len(candidates) > MAX_ENUMERATED  # the bound applies on the default
+    answer = identify(graph, treatment, outcome)
+    assert answer.kind == "backdoor", answer.reason
+    assert f"more than max_enumerated={MAX_ENUMERATED}" in answer.reason
+    cut = graph.copy()
+    cut.remove_edges_from(list(cut.out_edges(treatment)))
+    z = set(answer.adjustment_set)
+    assert z <= candidates and nx.is_d_separator(cut, {treatment}, {outcome}, z)
+    assert all(not nx.is_d_separator(cut, {treatment}, {outcome}, z - {n}) for n in z)
+
+
+def test_under_the_bound_pgmpy_lists_every_set_and_both_paths_agree():
+    """On a graph small enough to enumerate, a bound of 0 takes the networkx path and names it,
+    a bound above the candidates gives pgmpy's list; the minimal set found without enumerating
+    is one of pgmpy's minimal sets."""
+    import networkx as nx
+
+    graph = nx.DiGraph(
+        [
+            ("A", "Z1"),
+            ("Z1", "X"),
+            ("Z1", "Y"),
+            ("B", "Z2"),
+            ("Z2", "X"),
+            ("Z2", "Y"),
+            ("X", "M"),
+            ("M", "Y"),
+            ("C", "Y"),
+        ]
+    )
+    nx.set_node_attributes(graph, True, "observed")
+    small = identify(graph, "X", "Y", max_enumerated=0)
+    full = identify(graph, "X", "Y", max_enumerated=64)
+    assert "max_enumerated=0" in small.reason and "(pgmpy)" in full.reason
+    assert small.kind == full.kind == "backdoor"
+    assert small.adjustment_set in full.alternatives
+    assert full.adjustment_set == frozenset({"Z1", "Z2"})
