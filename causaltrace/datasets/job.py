@@ -301,7 +301,7 @@ class Job:
         )
         diff = differences(plain_data(config), job.config_record())
         if diff:
-            shown = "; ".join(f"{k}: {shown(a)} -> {shown(b)}" for k, a, b in diff[:4])
+            shown = "; ".join(f"{k}: {shown_value(a)} -> {shown_value(b)}" for k, a, b in diff[:4])
             raise CausalTraceError(
                 f"{out_dir}: the recorded config does not read back to itself ({shown})"
             )
@@ -410,5 +410,5 @@ def differences(old: Any, new: Any, path: str = "") -> list[tuple[str, Any, Any]
     return [] if old == new else [(path, old, new)]
 
 
-def shown(value: Any) -> str:
+def shown_value(value: Any) -> str:
     return "(not set)" if value is _ABSENT else json.dumps(value, sort_keys=True)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -48,7 +48,7 @@ from causaltrace.datasets.job import (
     episode_rows,
     episode_spec,
     generation_plan,
-    shown,
+    shown_value,
 )
 from causaltrace.datasets.storage import DatasetLayout, write_episode_dir
 from causaltrace.episodes.acceptance import accept_episode
@@ -136,7 +136,7 @@ def _done_shards(layout: DatasetLayout) -> list[int]:
 SAMPLE_SIZE = 4
 
 
-def sample_indices(indices, size: int = SAMPLE_SIZE) -> list[int]:
+def sample_indices(indices: Iterable[int], size: int = SAMPLE_SIZE) -> list[int]:
     """The episodes a check regenerates, out of ``indices``: the first, the last and
     ``size - 2`` spread evenly between (positions ``j * (n - 1) / (size - 1)``, rounded), with
     no seed, so every run and every machine checks the same ones; all of them when there are
@@ -236,7 +236,11 @@ class SampleCheck:
 
 
 def check_sample(
-    job: Job, indices=None, domain: Domain | None = None, *, read_path: bool = True
+    job: Job,
+    indices: Iterable[int] | None = None,
+    domain: Domain | None = None,
+    *,
+    read_path: bool = True,
 ) -> SampleCheck:
     """Regenerate episodes of a dataset with this generator and compare them with what the
     dataset holds, byte for byte; stop at the first difference.
@@ -364,7 +368,7 @@ def _row_change(old: bytes, new: bytes) -> str:
     """The first keys that differ between two rows, with both values (shortened)."""
 
     def short(value: Any) -> str:
-        text = shown(value)
+        text = shown_value(value)
         return text if len(text) <= 60 else text[:57] + "..."
 
     diff = differences(json.loads(old), json.loads(new))
@@ -427,7 +431,7 @@ def _refuse_other_config(job: Job, source: Path, recorded: Any, finished: bool) 
     if not diff:
         return
     details = "; ".join(
-        f"{path.removeprefix('config.')}: recorded {shown(old)}, now {shown(new)}"
+        f"{path.removeprefix('config.')}: recorded {shown_value(old)}, now {shown_value(new)}"
         for path, old, new in diff[:8]
     )
     if len(diff) > 8:
