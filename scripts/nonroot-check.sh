@@ -15,8 +15,8 @@
 #   CAUSALTRACE_NONROOT_DIR   where the venv and the user's scratch space go
 #                             (default /opt/causaltrace-nonroot)
 #   CAUSALTRACE_NONROOT_DATASET  the bench's dataset (default data/ads_test)
-#   CAUSALTRACE_NONROOT_TESTS    the test files to run (default the three above; the suite's
-#                                tests/tools/test_security_as_a_normal_user.py runs the first)
+#   CAUSALTRACE_NONROOT_TESTS    the test files (or node ids) to run (default the three above;
+#                                .ci/run names the attack suite and issue 42's finding tests)
 set -eu
 cd "$(dirname "$0")/.."
 
