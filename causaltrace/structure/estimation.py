@@ -35,6 +35,7 @@ The true effect of the same contrast, from worlds that share every draw, is
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
@@ -53,6 +54,7 @@ from causaltrace.structure.regression import (
 )
 
 __all__ = [
+    "AdditiveAdjustmentWarning",
     "Estimate",
     "aipw",
     "backdoor_regression",
@@ -148,6 +150,30 @@ def _clusters(frame, cluster: str | None) -> np.ndarray | None:
     return frame[cluster].to_numpy()
 
 
+class AdditiveAdjustmentWarning(UserWarning):
+    """A numeric adjustment column enters :func:`backdoor_regression` linearly.
+
+    The regression is linear in each numeric column of the back-door set (interacted, the
+    treatment's slope is linear in it too). A mechanism of another form, a product or a ratio
+    (services: errors are requests x error_rate), leaves bias the interval does not show: +5.5%
+    and 0 of 30 intervals covering in the outside review. Stratify on the column
+    (``categorical=[...]`` after binning it) or estimate with the mechanism's own form.
+    """
+
+
+def _warn_additive(numeric: Sequence[str], treatment: str, outcome: str) -> None:
+    if numeric:
+        warnings.warn(
+            AdditiveAdjustmentWarning(
+                f"backdoor_regression({treatment} -> {outcome}): the numeric adjustment "
+                f"column(s) {', '.join(numeric)} enter the model linearly; if {outcome} depends "
+                "on them through a product or a ratio, the estimate is biased. Bin them and "
+                "pass categorical=[...] to stratify, or use the mechanism's form."
+            ),
+            stacklevel=3,
+        )
+
+
 def _numeric(frame, name: str, role: str) -> np.ndarray:
     if name not in frame.columns:
         raise CausalTraceError(f"the {role} {name!r} is not a column of the data")
@@ -214,6 +240,7 @@ def backdoor_regression(
         categorical=categorical,
         fixed=identification.panel_coordinates,
     )
+    _warn_additive(cov.continuous, t_name, y_name)
     n, p = cov.matrix.shape
     centered = cov.matrix - cov.matrix.mean(axis=0)
     blocks = [np.ones((n, 1)), t[:, None], cov.matrix]

@@ -226,6 +226,31 @@ def test_collinear_strata_are_named_in_one_short_line(levels, what):
     assert "columns a, b, c, d" in message and "interacted=False" in message, message
 
 
+def test_a_numeric_adjustment_is_flagged_as_entering_linearly():
+    """An outcome that is a product of the treatment and a continuous confounder (as services'
+    errors are requests x error_rate): the regression is linear in the confounder and warns,
+    naming it (issue 45); stratified on the binned confounder it does not warn."""
+    import warnings
+
+    import pandas as pd
+
+    from causaltrace.structure.estimation import AdditiveAdjustmentWarning
+    from causaltrace.structure.identification import Identification
+
+    rng = np.random.default_rng(0)
+    z = rng.uniform(0.5, 2.0, 2000)
+    t = rng.binomial(1, 1 / (1 + np.exp(-2 * (z - 1.2)))).astype(float)
+    frame = pd.DataFrame({"t": t, "z": z, "y": 3 * t * z + rng.normal(size=2000)})
+    numeric = Identification("t", "y", "backdoor", frozenset({"z"}), "test")
+    with pytest.warns(AdditiveAdjustmentWarning, match=r"column\(s\) z enter the model linearly"):
+        backdoor_regression(frame, numeric)
+    frame["z_bin"] = pd.Categorical(np.digitize(z, [1.0, 1.5]))
+    binned = Identification("t", "y", "backdoor", frozenset({"z_bin"}), "test")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", AdditiveAdjustmentWarning)
+        backdoor_regression(frame, binned)
+
+
 def test_frontdoor_delta_method_se_matches_the_spread_over_seeds(small_panel_module):
     """u -> x -> m -> y <- u (u hidden): front-door {m}, effect 0.8 x 1.5 = 1.2 per unit of x
     exactly (linear: every unit's effect is 1.2). Over 40 independent data sets the estimates
