@@ -574,6 +574,21 @@ def _probe_coordinates(scm: SCM) -> dict[str, tuple[str, ...]]:
 _PROBE_LEVELS = (0.5, 0.9, 1.0)
 
 
+def _nested_in(panel: Panel, dim: str) -> set[str]:
+    """The other dimensions whose level fixes ``dim``'s in every cell (finer ones nested in it)."""
+    codes = panel.codes(dim)
+    n_levels = int(codes.max()) + 1 if codes.size else 1
+    out = set()
+    for other in panel.dimension_names:
+        if other == dim:
+            continue
+        theirs = panel.codes(other)
+        pairs = np.unique(theirs.astype(np.int64) * n_levels + codes)
+        if len(pairs) == len(np.unique(theirs)):
+            out.add(other)
+    return out
+
+
 def _constant_like(values: np.ndarray, level: float = 0.5) -> np.ndarray:
     """The array's ``level`` quantile everywhere, in its dtype (read-only, like simulated
     parents)."""
@@ -585,11 +600,18 @@ def _constant_like(values: np.ndarray, level: float = 0.5) -> np.ndarray:
 
 
 def _varying_coordinates(value: np.ndarray, panel: Panel) -> tuple[str, ...]:
-    """Coordinates along which ``value`` varies (other dimensions and time held fixed)."""
+    """Coordinates along which ``value`` varies (other dimensions and time held fixed).
+
+    A dimension nested in a coarser one (a creative belongs to one campaign) is not held fixed
+    when the coarser one is tested: holding the creative would hold its campaign too, and a
+    mechanism that varies by campaign would read as reading nothing. The coarser dimension is
+    then also marked when the finer one alone varies (its levels differ across campaigns as
+    well), which adds a coordinate an adjustment needs no more than the finer one."""
     tol = 1e-9 * max(1.0, float(np.nanmax(np.abs(value))) if value.size else 1.0)
     found = []
     for dim in panel.dimension_names:
-        others = tuple(d for d in panel.dimension_names if d != dim)
+        finer = _nested_in(panel, dim)
+        others = tuple(d for d in panel.dimension_names if d != dim and d not in finer)
         index, n_groups = panel.group_index(others)
         hi = np.full((n_groups, panel.n_time), -np.inf)
         lo = np.full((n_groups, panel.n_time), np.inf)
