@@ -490,8 +490,9 @@ def process_tree(root: int) -> list[int]:
 def private_pages(pid: int) -> int:
     """``pid``'s proportional share of anonymous and shared-memory pages (bytes; 0 once it is
     gone). Where smaps_rollup cannot be read (a process that is not dumpable, read by a
-    non-root user), its resident pages less its file pages (statm), which counts pages a fork
-    shares with its parent in both: the larger, safe side."""
+    non-root user), its resident pages less its shared ones, file and shared memory (statm):
+    anonymous pages a fork shares with its parent then count in both, the larger, safe side
+    (shared memory is held by the sandbox's tmpfs sizes)."""
     fields = {"Pss_Anon:": 0, "Pss_Shmem:": 0}
     try:
         with open(f"/proc/{pid}/smaps_rollup") as handle:
