@@ -135,7 +135,7 @@ def open_episode(out_dir: str | Path, episode: str, cache_dir: str | Path | None
     staging = Path(tempfile.mkdtemp(prefix=f".{episode}.", suffix=".tmp", dir=target.parent))
     try:
         staging.chmod(0o755)  # readable by a sandbox user, like the files inside
-        write_episode_dir(staging, tables, prompt, domain.data_dictionary())
+        write_episode_dir(staging, tables, prompt, domain.data_dictionary(), _frozen_by(layout))
         _check_frozen(layout, episode, staging)
         try:
             staging.rename(target)
@@ -146,6 +146,16 @@ def open_episode(out_dir: str | Path, episode: str, cache_dir: str | Path | None
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+def _frozen_by(layout: DatasetLayout) -> dict[str, str] | None:
+    """The library versions of the generator that froze the split's files (None: none
+    recorded), so a rebuild writes its Parquet metadata as they did."""
+    if not layout.manifest.exists():
+        return None
+    generator = json_load(layout.manifest).get("generator")
+    libraries = generator.get("libraries") if isinstance(generator, dict) else None
+    return dict(libraries) if isinstance(libraries, dict) else None
 
 
 def _check_frozen(layout: DatasetLayout, episode: str, directory: Path) -> None:

@@ -334,7 +334,8 @@ def _regenerated_difference(
             f"{spec.episode_id}'s row of {path.relative_to(layout.root)} ({rounded[0]} "
             f"value{'s' if rounded[0] > 1 else ''}, at most {rounded[1]:.1e} relative)"
         )
-    made = _episode_files(tmp / "generated" / spec.episode_id, episode, domain)
+    written_by = _recorded_libraries(layout, held.shard)
+    made = _episode_files(tmp / "generated" / spec.episode_id, episode, domain, written_by)
     prefix = f"public/episodes/{spec.episode_id}/"
     for name, digest in sorted(held.files.items()):
         if made.get(name) != digest:
@@ -351,16 +352,37 @@ def _regenerated_difference(
         return differs(row_file(layout, "label", held.shard), f"its label, {how}")
     if rebuilt.prompt != episode.prompt:
         return differs(row_file(layout, "index", held.shard), f"its prompt, {how}")
-    again = _episode_files(tmp / "rebuilt" / spec.episode_id, rebuilt, domain)
+    again = _episode_files(tmp / "rebuilt" / spec.episode_id, rebuilt, domain, written_by)
     for name in sorted(set(made) | set(again)):
         if made.get(name) != again.get(name):
             return differs(prefix + name, f"the file, {how}")
     return None
 
 
-def _episode_files(directory: Path, episode: Episode, domain: Domain) -> dict[str, str]:
-    """An episode's files, written to ``directory``: name -> sha256."""
-    write_episode_dir(directory, episode.tables, episode.prompt, domain.data_dictionary())
+def _recorded_libraries(layout: DatasetLayout, shard: int) -> dict[str, str] | None:
+    """The library versions of the generator that wrote ``shard`` (its done record's, else
+    the manifest's): a regenerated file is written as they wrote it, so that a patch release
+    of pandas, which renames only the version in a Parquet file's metadata, is no difference."""
+    sources = [layout.done(shard), layout.manifest]
+    for path in sources:
+        if not path.exists():
+            continue
+        record = json_load(path)
+        generator = (record.get("generation") or {}).get("generator") or record.get("generator")
+        libraries = generator.get("libraries") if isinstance(generator, Mapping) else None
+        if isinstance(libraries, Mapping):
+            return dict(libraries)
+    return None
+
+
+def _episode_files(
+    directory: Path, episode: Episode, domain: Domain, written_by: Mapping[str, str] | None
+) -> dict[str, str]:
+    """An episode's files, written to ``directory`` (as ``written_by``'s libraries write
+    them): name -> sha256."""
+    write_episode_dir(
+        directory, episode.tables, episode.prompt, domain.data_dictionary(), written_by
+    )
     return {p.name: sha256_file(p) for p in sorted(directory.iterdir())}
 
 

@@ -17,6 +17,7 @@ A sandbox mounts one ``public/episodes/<episode_id>`` directory and nothing else
 from __future__ import annotations
 
 import io
+import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -29,19 +30,49 @@ PROMPT_FILE = "prompt.txt"
 DICTIONARY_FILE = "data_dictionary.json"
 
 
-def table_bytes(frame) -> bytes:
+def table_bytes(frame, written_by: Mapping[str, str] | None = None) -> bytes:
     """A table as Parquet bytes (zstd, no index): the same frame always gives the same bytes.
 
     What ``frame.to_parquet(engine="pyarrow", compression="zstd", index=False)`` writes, byte for
-    byte (a test checks), without pandas' path and option handling on every call."""
+    byte (a test checks), without pandas' path and option handling on every call.
+
+    The file's pandas metadata names the pandas and pyarrow versions that wrote it, so a patch
+    release of either changes the bytes of an unchanged table. ``written_by`` (library ->
+    version, a dataset generator's ``libraries``) writes those two names as that generator's
+    versions instead, which is how a rebuild is compared with the files a split froze: the
+    same data, written as the recorded libraries wrote it. (The Parquet footer's
+    ``created_by`` still names the running pyarrow, which cannot be set.)"""
     # lazy: pyarrow and pandas take ~0.6 s to import; the dataset's read side (reward functions
     # in trainer workers) needs neither
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    if written_by:
+        table = _as_written_by(table, written_by)
     buffer = io.BytesIO()
-    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), buffer, compression="zstd")
+    pq.write_table(table, buffer, compression="zstd")
     return buffer.getvalue()
+
+
+def _as_written_by(table, libraries: Mapping[str, str]):
+    """``table`` with its pandas metadata naming ``libraries``' pandas and pyarrow versions
+    (unchanged where they are the running ones: pyarrow's own JSON is kept)."""
+    metadata = dict(table.schema.metadata or {})
+    if b"pandas" not in metadata:
+        return table
+    pandas_meta = json.loads(metadata[b"pandas"])
+    before = json.dumps(pandas_meta)
+    if libraries.get("pandas"):
+        pandas_meta["pandas_version"] = libraries["pandas"]
+    creator = pandas_meta.get("creator")
+    if isinstance(creator, dict) and libraries.get("pyarrow"):
+        creator["version"] = libraries["pyarrow"]
+    after = json.dumps(pandas_meta)
+    if after == before:
+        return table
+    metadata[b"pandas"] = after.encode()
+    return table.replace_schema_metadata(metadata)
 
 
 def write_episode_dir(
@@ -49,12 +80,14 @@ def write_episode_dir(
     tables: Mapping[str, Any],
     prompt: str,
     dictionary: Mapping[str, Mapping[str, str]],
+    written_by: Mapping[str, str] | None = None,
 ) -> None:
-    """One Parquet file per table, the prompt and the data dictionary, written atomically."""
+    """One Parquet file per table, the prompt and the data dictionary, written atomically
+    (``written_by``: see :func:`table_bytes`)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     for name, frame in tables.items():
-        atomic_write_bytes(directory / f"{name}{TABLE_SUFFIX}", table_bytes(frame))
+        atomic_write_bytes(directory / f"{name}{TABLE_SUFFIX}", table_bytes(frame, written_by))
     atomic_write_text(directory / PROMPT_FILE, prompt)
     atomic_write_text(directory / DICTIONARY_FILE, canonical_json(dictionary))
 

@@ -360,6 +360,34 @@ def test_table_bytes_are_what_pandas_writes():
     assert table_bytes(frame) == buffer.getvalue()
 
 
+def test_a_pandas_patch_release_is_not_a_generator_change(tmp_path):
+    """A pandas release renames only the version in a Parquet file's metadata (ads_test's
+    frozen files, written by pandas 3.1.1, differed from a 3.1.2 rebuild in nothing else).
+    ``written_by`` writes the metadata as the recorded libraries did: with the running
+    versions it changes no byte, with other versions it names them and keeps the data
+    (reading.open_episode and split_check write rebuilds this way; tests/apps's committed
+    splits read through it)."""
+    import io
+    import json
+
+    import pandas as pd
+    import pyarrow
+    import pyarrow.parquet as pq
+
+    from causaltrace.datasets.storage import table_bytes
+
+    frame = pd.DataFrame({"campaign": pd.Categorical(["a", "b"]), "clicks": [1, 2]})
+    running = {"pandas": pd.__version__, "pyarrow": pyarrow.__version__}
+    assert table_bytes(frame, running) == table_bytes(frame)
+    other = table_bytes(frame, {"pandas": "0.0.1", "pyarrow": "0.0.2"})
+    assert other != table_bytes(frame)
+    metadata = json.loads(pq.read_schema(io.BytesIO(other)).metadata[b"pandas"])
+    assert metadata["pandas_version"] == "0.0.1" and metadata["creator"]["version"] == "0.0.2"
+    assert pd.read_parquet(io.BytesIO(other)).equals(
+        pd.read_parquet(io.BytesIO(table_bytes(frame)))
+    )
+
+
 def _leaves(value, path=""):
     if isinstance(value, dict):
         return {
