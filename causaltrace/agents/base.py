@@ -87,6 +87,7 @@ AGENTS: Registry[type[Agent]] = Registry("agent", ENTRY_POINT_GROUP, _agent_clas
 AGENTS.register("random", "causaltrace.agents.random_agent:RandomAgent")
 AGENTS.register("openai", "causaltrace.agents.openai_agent:OpenAIAgent")
 AGENTS.register("transformers", "causaltrace.agents.transformers_agent:TransformersAgent")
+AGENTS.register("investigator", "causaltrace.agents.investigator:SignatureInvestigator")
 
 
 def register_agent(name: str, *, overwrite: bool = False) -> Callable[[type[Agent]], type[Agent]]:

@@ -127,6 +127,20 @@ def scripted_agent():
 # --8<-- [end:agent]
 
 
+# --8<-- [start:teacher]
+def teacher():
+    """The engine's domain-free teacher, given the bakeries' signatures as data."""
+    from omegaconf import OmegaConf
+
+    from causaltrace.agents import make_agent
+
+    config = OmegaConf.load(HERE / "conf" / "agent" / "shop_teacher.yaml")
+    return make_agent(config.name, OmegaConf.to_container(config))
+
+
+# --8<-- [end:teacher]
+
+
 # --8<-- [start:evaluate]
 def evaluate(out_dir: str, run_dir: str, agent_name: str = "random"):
     """Run an agent over every episode, score it with the default reward, write reports."""
@@ -134,7 +148,8 @@ def evaluate(out_dir: str, run_dir: str, agent_name: str = "random"):
     from causaltrace.env import DatasetSource
     from causaltrace.eval import evaluate as run_agent
 
-    agent = scripted_agent() if agent_name == "scripted" else make_agent(agent_name)
+    made = {"scripted": scripted_agent, "teacher": teacher}
+    agent = made[agent_name]() if agent_name in made else make_agent(agent_name)
     summary = asyncio.run(
         run_agent(agent, DatasetSource(out_dir), run_dir, progress=False, n_boot=200)
     )
@@ -155,7 +170,7 @@ def main(out_dir: str | None = None) -> None:
     check()
     generate(str(root / "data"))
     inspect(str(root / "data"))
-    for agent in ("random", "scripted"):
+    for agent in ("random", "scripted", "teacher"):
         evaluate(str(root / "data"), str(root / f"run-{agent}"), agent)
 
 
