@@ -106,7 +106,10 @@ class SignatureInvestigator(Agent):
             self._record(evidence, measured, by, readings)
             text = voice.reading(by, measured, readings, evidence)
             leader = self._decided(evidence, live)
-            if leader is not None and None in steps[: i + 1]:
+            # decided once the table was read and every dimension the leader can act on was
+            # scanned (a level of another dimension could carry its move more strongly)
+            asked = steps[: i + 1]
+            if leader is not None and None in asked and set(leader.sig.dims) <= set(asked):
                 saved = [d for d in steps[i + 1 :] if d is not None]
                 text += " " + voice.decided(leader, saved)
                 break
@@ -127,8 +130,11 @@ class SignatureInvestigator(Agent):
             if readings is None:
                 return
             inside = max(readings, key=lambda r: toward(choice.sig, r), default=None)
-            two_d = inside is not None and toward(choice.sig, inside) >= Z_CELL
-            text = voice.cell(choice, inside, two_d)
+            # a cause with no one-dimensional shape on this dimension takes a cell whatever
+            # the check shows; otherwise the cell must stand out inside the level
+            required = (choice.reading.dim,) not in choice.sig.slices
+            two_d = inside is not None and (required or toward(choice.sig, inside) >= Z_CELL)
+            text = voice.cell(choice, inside, two_d, required)
             if two_d:
                 dims = sorted([(choice.reading.dim, choice.reading.level), (cross, inside.level)])
                 slice_text = "&".join(f"{d}={v}" for d, v in dims)
@@ -163,22 +169,27 @@ class SignatureInvestigator(Agent):
         return sorted(found, key=lambda c: -c.strength)
 
     def _decided(self, evidence: Evidence, live: Sequence[Signature]) -> Candidate | None:
-        """The leader once it passes its bar and leads every other cause by ``LEAD``x."""
-        ranked = [c for c in self._candidates(evidence, live)]
-        if not ranked or not ranked[0].passes:
+        """The leader once it passes its bar and leads every other cause by ``LEAD``x (never
+        before every question is asked when the spec prefers the declared order)."""
+        ranked = self._candidates(evidence, live)
+        if self.spec.prefer == "declared" or not ranked or not ranked[0].passes:
             return None
         others = [c.strength for c in ranked[1:] if c.sig.cause != ranked[0].sig.cause]
         return ranked[0] if not others or ranked[0].strength >= LEAD * max(others[0], 0) else None
 
     def _choice(self, evidence: Evidence, live: Sequence[Signature]) -> Candidate | None:
-        """The answer: the strongest candidate past its bar; else the strongest with a move
-        toward its cause at all (unless the domain has a cause for no signal)."""
+        """The answer: the candidate past its bar that the spec prefers (the strongest, or
+        the first declared); with none past it, the domain's cause for no signal (None), or
+        else the strongest candidate."""
         ranked = self._candidates(evidence, live)
         passing = [c for c in ranked if c.passes]
+        if passing and self.spec.prefer == "declared":
+            order = {s.cause: i for i, s in enumerate(self.spec.signatures)}
+            return min(passing, key=lambda c: (order[c.sig.cause], -c.strength))
         if passing:
             return passing[0]
-        if self.spec.no_signal is not None or not ranked or ranked[0].strength <= 0:
-            return None if self.spec.no_signal is not None or not ranked else ranked[0]
+        if self.spec.no_signal is not None or not ranked:
+            return None
         return ranked[0]
 
     @staticmethod

@@ -1,8 +1,11 @@
 """What the teacher has read so far, the hypotheses it supports, and the bars that decide.
 
-The bars are in z units of a signature's move (Welch's t of a week against the weeks before:
-about 8 degrees of freedom, so a t of 4 has a one-sided p near 0.002, and the largest of some
-twenty level-by-signature readings passes it by chance in about 4% of quiet tables).
+The bars are in z units of a signature's move (its mean move over the window against the
+standard error no change would give, from the baseline's spread: with three weeks of daily
+baseline about 21 degrees of freedom, so a z of 4 has a one-sided p near 3e-4, and the largest
+of some twenty level-by-signature readings passes it by chance in under 1% of quiet tables).
+A signature may also declare the smallest move that counts (``min_change``, a practical size:
+on busy tables a tiny move can have a large z).
 """
 
 from __future__ import annotations
@@ -44,7 +47,10 @@ class Candidate:
 
     @property
     def passes(self) -> bool:
-        return self.strength >= (Z_TABLE if self.reading.dim is None else Z_SEGMENT)
+        bar = Z_TABLE if self.reading.dim is None else Z_SEGMENT
+        return (
+            self.strength >= bar and self.sig.direction * self.reading.move >= self.sig.min_change
+        )
 
 
 def toward(sig: Signature, reading: Reading) -> float:

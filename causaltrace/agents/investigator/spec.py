@@ -27,7 +27,13 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 class Signature:
     """One cause's footprint: ``numerator`` per ``denominator`` (sums per time bucket; no
     denominator: the numerator's level), moving in ``direction`` (+1 up, -1 down) under the
-    cause; the KPIs of the page it ``moves``; the slice shapes it takes (``()``: no slice)."""
+    cause; the KPIs of the page it ``moves``; the slice shapes it takes (``()``: no slice).
+
+    It is read from ``table`` (a table of the episode or a declared view), whose ``columns``
+    name a slice dimension differently (dimension -> column, e.g. ``service: cache``), keeping
+    only the ``levels`` the cause can act on (dimension -> levels; all by default). A move
+    smaller than ``min_change`` (a fraction, in the cause's direction) does not count however
+    large its z."""
 
     cause: str
     label: str
@@ -36,6 +42,10 @@ class Signature:
     direction: int
     moves: tuple[str, ...]
     slices: tuple[tuple[str, ...], ...]
+    table: str = ""
+    columns: tuple[tuple[str, str], ...] = ()
+    levels: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    min_change: float = 0.0
 
     @property
     def account_wide(self) -> bool:
@@ -49,6 +59,18 @@ class Signature:
 
 
 @dataclass(frozen=True)
+class View:
+    """A table the first cell makes: ``sources`` joined on ``on`` (the config's ``keys``; one
+    source: itself), with
+    ``derive``d columns (name -> a pandas ``DataFrame.eval`` expression over its columns)."""
+
+    name: str
+    sources: tuple[str, ...]
+    on: tuple[str, ...] = ()
+    derive: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
 class InvestigationSpec:
     """The table the teacher reads and the signatures it tests (module docstring).
 
@@ -58,7 +80,10 @@ class InvestigationSpec:
     of its phase of ``period`` (7 for daily data with a weekly pattern); ``kpis`` maps each KPI the page may name to the
     words the page uses for it; ``alert_marker`` starts the page's alert line (empty: the
     prompt's first line); ``no_signal`` is the cause to answer when no signature moves (none:
-    the strongest is answered).
+    the strongest is answered). Among hypotheses past their bar, ``prefer`` ``strongest``
+    answers the largest z and may stop early; ``declared`` answers the first in the order the
+    causes are declared (deeper causes first, where a cause's symptoms show downstream as other
+    causes' signatures) after every question is asked.
     """
 
     table: str
@@ -71,19 +96,14 @@ class InvestigationSpec:
     no_signal: str | None = None
     gap: int = 0
     period: int = 1
+    views: tuple[View, ...] = ()
+    prefer: str = "strongest"
 
     def signature(self, cause: str) -> Signature:
         for s in self.signatures:
             if s.cause == cause:
                 return s
         raise CausalTraceError(f"investigation spec: no signature for cause {cause!r}")
-
-    @property
-    def columns(self) -> tuple[str, ...]:
-        """Every column a signature reads, sorted (what the notebook sums per bucket)."""
-        cols = {s.numerator for s in self.signatures}
-        cols |= {s.denominator for s in self.signatures if s.denominator}
-        return tuple(sorted(cols))
 
 
 def _fail(where: str, what: str) -> CausalTraceError:
@@ -117,11 +137,20 @@ def _slices(value: Any, where: str) -> tuple[tuple[str, ...], ...]:
     return tuple(shapes)
 
 
-def _signature(cause: str, body: Any, kpis: Mapping[str, str]) -> Signature:
+def _pairs(value: Any, where: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise _fail(where, f"expected a mapping, got {type(value).__name__}")
+    return {_identifier(k, where): v for k, v in value.items()}
+
+
+def _signature(cause: str, body: Any, kpis: Mapping[str, str], table: str) -> Signature:
     where = f"causes.{cause}"
     if not isinstance(body, Mapping):
         raise _fail(where, f"expected a mapping, got {type(body).__name__}")
-    unknown = set(body) - {"label", "numerator", "denominator", "direction", "moves", "slices"}
+    keys = {"label", "numerator", "denominator", "direction", "moves", "slices"}
+    unknown = set(body) - keys - {"table", "columns", "levels", "min_change"}
     if unknown:
         raise _fail(where, f"unknown keys {sorted(unknown)}")
     if body.get("direction") not in (1, -1):
@@ -131,6 +160,15 @@ def _signature(cause: str, body: Any, kpis: Mapping[str, str]) -> Signature:
         if kpi not in kpis:
             raise _fail(f"{where}.moves", f"{kpi!r} is not one of the kpis {sorted(kpis)}")
     den = body.get("denominator")
+    columns = {
+        d: _identifier(c, f"{where}.columns.{d}")
+        for d, c in _pairs(body.get("columns"), f"{where}.columns").items()
+    }
+    levels = {}
+    for d, allowed in _pairs(body.get("levels"), f"{where}.levels").items():
+        if isinstance(allowed, str) or not isinstance(allowed, Sequence) or not allowed:
+            raise _fail(f"{where}.levels.{d}", f"expected a list of levels, got {allowed!r}")
+        levels[d] = tuple(str(v) for v in allowed)
     return Signature(
         cause=cause,
         label=str(body.get("label") or body.get("numerator")),
@@ -139,6 +177,39 @@ def _signature(cause: str, body: Any, kpis: Mapping[str, str]) -> Signature:
         direction=int(body["direction"]),
         moves=moves,
         slices=_slices(body.get("slices"), f"{where}.slices"),
+        table=_identifier(body.get("table", table), f"{where}.table"),
+        columns=tuple(columns.items()),
+        levels=tuple(levels.items()),
+        min_change=_fraction(body.get("min_change", 0.0), f"{where}.min_change"),
+    )
+
+
+def _fraction(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 10:
+        raise _fail(where, f"expected a fraction such as 0.1 (10%), got {value!r}")
+    return float(value)
+
+
+def _view(name: str, body: Any) -> View:
+    where = f"views.{name}"
+    if not isinstance(body, Mapping):
+        raise _fail(where, f"expected a mapping, got {type(body).__name__}")
+    unknown = set(body) - {"from", "keys", "derive"}  # not "on": YAML reads it as true
+    if unknown:
+        raise _fail(where, f"unknown keys {sorted(unknown)}")
+    sources = body.get("from")
+    sources = [sources] if isinstance(sources, str) else sources
+    if not isinstance(sources, Sequence) or not sources:
+        raise _fail(f"{where}.from", f"expected a table or a list of tables, got {sources!r}")
+    on = body.get("keys") or ()
+    if len(sources) > 1 and not on:
+        raise _fail(f"{where}.keys", "a view of several tables needs the columns to join on")
+    derive = {k: str(v) for k, v in _pairs(body.get("derive"), f"{where}.derive").items()}
+    return View(
+        name=_identifier(name, where),
+        sources=tuple(_identifier(t, f"{where}.from") for t in sources),
+        on=tuple(_identifier(c, f"{where}.keys") for c in on),
+        derive=tuple(derive.items()),
     )
 
 
@@ -153,6 +224,10 @@ def investigation_spec(config: Mapping[str, Any]) -> InvestigationSpec:
     for key in ("table", "time", "window", "baseline", "kpis", "causes"):
         if key not in config:
             raise _fail(key, "missing")
+    optional = {"gap", "period", "alert_marker", "no_signal", "views", "prefer"}
+    unknown = set(config) - {"table", "time", "window", "baseline", "kpis", "causes"} - optional
+    if unknown:
+        raise _fail("spec", f"unknown keys {sorted(unknown)}")
     kpis = config["kpis"]
     if not isinstance(kpis, Mapping) or not kpis:
         raise _fail("kpis", "expected a mapping of KPI name to the page's words for it")
@@ -171,9 +246,19 @@ def investigation_spec(config: Mapping[str, Any]) -> InvestigationSpec:
         window=_whole(config["window"], "window", 2),
         baseline=_whole(config["baseline"], "baseline", 2),
         kpis={_identifier(k, "kpis"): str(v) for k, v in kpis.items()},
-        signatures=tuple(_signature(str(c), body, kpis) for c, body in causes.items()),
+        signatures=tuple(
+            _signature(str(c), body, kpis, config["table"]) for c, body in causes.items()
+        ),
         alert_marker=str(config.get("alert_marker") or ""),
         no_signal=None if no_signal is None else str(no_signal),
         gap=_whole(config.get("gap", 0), "gap", 0),
         period=_whole(config.get("period", 1), "period", 1),
+        views=tuple(_view(n, b) for n, b in _pairs(config.get("views"), "views").items()),
+        prefer=_prefer(config.get("prefer", "strongest")),
     )
+
+
+def _prefer(value: Any) -> str:
+    if value not in ("strongest", "declared"):
+        raise _fail("prefer", f"expected 'strongest' or 'declared', got {value!r}")
+    return str(value)

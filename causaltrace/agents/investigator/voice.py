@@ -127,14 +127,27 @@ class Voice:
         return "No signature moves beyond the noise anywhere I looked."
 
     def ask_cell(self, choice: Candidate, cross: str) -> str:
+        if (choice.reading.dim,) not in choice.sig.slices:
+            return (
+                f"{choice.sig.cause} acts on one {cross} of a {choice.reading.dim}, so I split "
+                f"{_scope(choice.reading)} by {cross} to find which."
+            )
         return (
             f"Check before answering: {choice.sig.cause} can act on one {cross} inside "
             f"{_scope(choice.reading)}, so I split that level by {cross}."
         )
 
-    def cell(self, choice: Candidate, inside: Reading | None, two_d: bool) -> str:
+    def cell(
+        self, choice: Candidate, inside: Reading | None, two_d: bool, required: bool = False
+    ) -> str:
         if inside is None:
             return "The check printed nothing, so I keep the one-dimensional slice."
+        if required:
+            return (
+                f"{choice.sig.cause} acts on one {inside.dim} inside {_scope(choice.reading)}; "
+                f"the strongest is {inside.level}: {choice.sig.label} moved {inside.change} "
+                f"there against the rest (z {inside.z})."
+            )
         quote = f"{choice.sig.label} moved {inside.change} at {inside.dim}={inside.level} (z {inside.z})"
         if two_d:
             return f"Inside {_scope(choice.reading)}, {quote} against the rest: the slice is both."
