@@ -45,6 +45,7 @@ from causaltrace.training.export import (
     export_sft,
     write_verl_tools,
 )
+from causaltrace.training.harbor import export_harbor
 from causaltrace.training.records import RL_RULES, EpisodeRules
 
 
@@ -137,7 +138,30 @@ def _main(argv: Sequence[str]) -> int:
     tools.add_argument(
         "--no-retry", action="store_true", help="a malformed submit ends the episode"
     )
+    harbor = sub.add_parser("harbor", help="one Harbor task directory per episode")
+    harbor.add_argument("--dataset", required=True, metavar="DIR", help="a generated dataset")
+    harbor.add_argument("--out", required=True, metavar="DIR", help="the tasks' directory")
+    harbor.add_argument(
+        "--wheel",
+        required=True,
+        metavar="WHL",
+        help="the causaltrace wheel each task's container installs (pip wheel . --no-deps)",
+    )
+    harbor.add_argument("--limit", type=int, default=None, help="the first N episodes only")
+    harbor.add_argument(
+        "--agent-timeout", type=float, default=1800.0, help="the agent's seconds per task"
+    )
     args = parser.parse_args(argv)
+    if args.command == "harbor":
+        written = export_harbor(
+            args.dataset,
+            args.out,
+            args.wheel,
+            limit=args.limit,
+            agent_timeout=args.agent_timeout,
+        )
+        print(json.dumps(written, sort_keys=True))
+        return 0
     if args.command == "rl":
         rules = EpisodeRules(args.max_tool_calls, not args.no_retry)
         written = export_rl(args.dataset, args.out, args.format, limit=args.limit, rules=rules)
