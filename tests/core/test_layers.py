@@ -253,6 +253,7 @@ OPTIONAL_INTEGRATIONS = {
     # the verifiers environment (verifiers extra)
     "causaltrace.training.verifiers_env": {"verifiers", "mcp", "pydantic"},
     "causaltrace.training.skyrl_env": {"skyrl_gym"},  # the SkyRL environment (skyrl extra)
+    "causaltrace.serve.ors_env": {"openreward", "pydantic"},  # the ORS environment (ors extra)
     "causaltrace.training.art_rollout": {"art"},  # the OpenPipe ART rollout (art extra)
 }
 

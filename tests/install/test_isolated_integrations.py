@@ -82,6 +82,12 @@ INTEGRATIONS = (
         why="verifiers 0.4 requires openai<3 and mcp==2.0.0",
     ),
     Integration(
+        "ors",
+        "openreward==0.1.167",
+        ("tests/serve/test_ors.py",),
+        why="openreward 0.1.167 caps sse-starlette<3, which mcp 2.3 (the dev extra) needs >= 3",
+    ),
+    Integration(
         "art",
         "openpipe-art==0.5.18",
         ("tests/training/test_art_rollout.py",),
