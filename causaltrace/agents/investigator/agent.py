@@ -88,31 +88,11 @@ class SignatureInvestigator(Agent):
         live = [s for s in spec.signatures if kpi is None or kpi in s.moves]
         out = [s for s in spec.signatures if s not in live]
         steps: list[str | None] = list(dims_to_scan(live, rng))
-        table_step = 0 if not steps or rng.random() < 0.5 else 1
-        steps.insert(table_step, None)  # None: the whole table
-        evidence = Evidence()
-        text = voice.opening(spec, kpi, live, out)
-        defined = False
-        for i, by in enumerate(steps):
-            measured = [s for s in live if by is None or by in s.dims]
-            if not measured:
-                continue
-            text += " " + voice.ask(by, measured)
-            cell = shift_cell(spec, measured, by, define=not defined)
-            readings = await self._python(session, cell, text, by)
-            if readings is None:
-                return
-            defined = True
-            self._record(evidence, measured, by, readings)
-            text = voice.reading(by, measured, readings, evidence)
-            leader = self._decided(evidence, live)
-            # decided once the table was read and every dimension the leader can act on was
-            # scanned (a level of another dimension could carry its move more strongly)
-            asked = steps[: i + 1]
-            if leader is not None and None in asked and set(leader.sig.dims) <= set(asked):
-                saved = [d for d in steps[i + 1 :] if d is not None]
-                text += " " + voice.decided(leader, saved)
-                break
+        steps.insert(0 if not steps or rng.random() < 0.5 else 1, None)  # None: the table
+        found = await self._scan(session, voice, live, steps, voice.opening(spec, kpi, live, out))
+        if found is None:
+            return
+        evidence, text = found
         choice = self._choice(evidence, live)
         if choice is None:
             await self._submit(session, spec.no_signal or "", "", text + " " + voice.nothing())
@@ -120,27 +100,66 @@ class SignatureInvestigator(Agent):
         slice_text = (
             "" if choice.reading.dim is None else f"{choice.reading.dim}={choice.reading.level}"
         )
-        cross = self._second_dim(choice, evidence)
+        cross = self._second_dim(choice)
         if cross is not None:
-            text += " " + voice.ask_cell(choice, cross)
-            cell = shift_cell(
-                spec, [choice.sig], cross, within=(choice.reading.dim, choice.reading.level)
-            )
-            readings = await self._python(session, cell, text, cross)
-            if readings is None:
+            checked = await self._check_cell(session, voice, choice, cross, text)
+            if checked is None:
                 return
-            inside = max(readings, key=lambda r: toward(choice.sig, r), default=None)
-            # a cause with no one-dimensional shape on this dimension takes a cell whatever
-            # the check shows; otherwise the cell must stand out inside the level
-            required = (choice.reading.dim,) not in choice.sig.slices
-            two_d = inside is not None and (required or toward(choice.sig, inside) >= Z_CELL)
-            text = voice.cell(choice, inside, two_d, required)
-            if two_d:
-                dims = sorted([(choice.reading.dim, choice.reading.level), (cross, inside.level)])
-                slice_text = "&".join(f"{d}={v}" for d, v in dims)
+            two_d, text = checked
+            slice_text = two_d or slice_text
         await self._submit(
             session, choice.sig.cause, slice_text, text + " " + voice.answer(choice, slice_text)
         )
+
+    async def _scan(
+        self, session, voice: Voice, live: Sequence[Signature], steps: list[str | None], text: str
+    ) -> tuple[Evidence, str] | None:
+        """Ask the steps' questions in order until one hypothesis decides; the evidence and
+        the words so far (None once the episode is over)."""
+        evidence, defined = Evidence(), False
+        for i, by in enumerate(steps):
+            measured = [s for s in live if by is None or by in s.dims]
+            if not measured:
+                continue
+            text += " " + voice.ask(by, measured)
+            cell = shift_cell(self.spec, measured, by, define=not defined)
+            readings = await self._python(session, cell, text, by)
+            if readings is None:
+                return None
+            defined = True
+            self._record(evidence, measured, by, readings)
+            text = voice.reading(by, measured, readings)
+            leader = self._decided(evidence, live)
+            # decided once the table was read and every dimension the leader can act on was
+            # scanned (a level of another dimension could carry its move more strongly)
+            asked = steps[: i + 1]
+            if leader is not None and None in asked and set(leader.sig.dims) <= set(asked):
+                saved = [d for d in steps[i + 1 :] if d is not None]
+                return evidence, text + " " + voice.decided(leader, saved)
+        return evidence, text
+
+    async def _check_cell(
+        self, session, voice: Voice, choice: Candidate, cross: str, text: str
+    ) -> tuple[str, str] | None:
+        """The stated check of a two-dimensional slice: the chosen level split by ``cross``.
+        Returns (the two-dimensional slice, or "" to keep the level's; the words), or None
+        once the episode is over."""
+        text += " " + voice.ask_cell(choice, cross)
+        within = (choice.reading.dim, choice.reading.level)
+        cell = shift_cell(self.spec, [choice.sig], cross, within=within)
+        readings = await self._python(session, cell, text, cross)
+        if readings is None:
+            return None
+        inside = max(readings, key=lambda r: toward(choice.sig, r), default=None)
+        # a cause with no one-dimensional shape on this dimension takes a cell whatever the
+        # check shows; otherwise the cell must stand out inside the level
+        required = (choice.reading.dim,) not in choice.sig.slices
+        two_d = inside is not None and (required or toward(choice.sig, inside) >= Z_CELL)
+        text = voice.cell(choice, inside, two_d, required)
+        if not two_d:
+            return "", text
+        dims = sorted([within, (cross, inside.level)])
+        return "&".join(f"{d}={v}" for d, v in dims), text
 
     # -- reading the evidence ------------------------------------------------------------
     @staticmethod
@@ -154,8 +173,6 @@ class SignatureInvestigator(Agent):
                     evidence.table[sig.cause] = mine[0]
             else:
                 evidence.levels.setdefault(sig.cause, []).extend(mine)
-        if by is not None:
-            evidence.scanned.append(by)
 
     @staticmethod
     def _candidates(evidence: Evidence, live: Sequence[Signature]) -> list[Candidate]:
@@ -193,7 +210,7 @@ class SignatureInvestigator(Agent):
         return ranked[0]
 
     @staticmethod
-    def _second_dim(choice: Candidate, evidence: Evidence) -> str | None:
+    def _second_dim(choice: Candidate) -> str | None:
         """The other dimension of a two-dimensional shape the chosen cause can take around
         the level it was found on (None: no such shape)."""
         dim = choice.reading.dim

@@ -27,7 +27,6 @@ class Evidence:
 
     table: dict[str, Reading] = field(default_factory=dict)  # cause -> its table-wide reading
     levels: dict[str, list[Reading]] = field(default_factory=dict)  # cause -> level readings
-    scanned: list[str] = field(default_factory=list)
 
     def best_level(self, sig: Signature) -> Reading | None:
         found = self.levels.get(sig.cause, [])

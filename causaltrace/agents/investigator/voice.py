@@ -13,7 +13,6 @@ from causaltrace.agents.investigator.evidence import (
     Z_SEGMENT,
     Z_TABLE,
     Candidate,
-    Evidence,
     toward,
 )
 from causaltrace.agents.investigator.notebook import Reading
@@ -88,7 +87,6 @@ class Voice:
         by: str | None,
         measured: Sequence[Signature],
         readings: Sequence[Reading],
-        evidence: Evidence,
     ) -> str:
         if not readings:
             return "The cell printed nothing I can read, so this question stays open."
