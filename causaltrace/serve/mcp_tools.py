@@ -32,7 +32,6 @@ from causaltrace.errors import CausalTraceError
 from causaltrace.tools import PYTHON_SPEC, SQL_SPEC, ToolConfig, ToolRuntime
 
 SERVER_NAME = "causaltrace-tools"
-SERVED = ("sql", "python")
 
 
 def mcp_server(episode_dir: str | os.PathLike[str], config: ToolConfig | None = None):

@@ -83,7 +83,7 @@ def identify_causes(scm, outcome: str, **options) -> list[CauseIdentification]:
     Raises:
         CausalTraceError: ``outcome`` is not a node of the SCM, or not an observed one.
     """
-    node = scm.nodes.get(outcome) if hasattr(scm.nodes, "get") else None
+    node = scm.nodes.get(outcome)
     if node is None:
         raise CausalTraceError(
             f"outcome {outcome!r} is not a node of {scm.name}; observed nodes: "

@@ -24,7 +24,6 @@ aggregates). Here:
 from __future__ import annotations
 
 import shutil
-from collections.abc import Sequence
 from pathlib import Path
 
 from causaltrace.core.files import atomic_write_text
@@ -181,8 +180,3 @@ def _write_task(task: Path, record, source, wheel: Path, agent_timeout: float) -
 def _toml(text: str) -> str:
     """A value for a basic TOML string (quotes and backslashes escaped)."""
     return text.replace("\\", "\\\\").replace('"', '\\"')
-
-
-def task_names(out: str | Path) -> Sequence[str]:
-    """The task directories under ``out``, sorted."""
-    return sorted(p.name for p in Path(out).iterdir() if (p / "task.toml").is_file())
